@@ -1,0 +1,96 @@
+"""The contract between the compiler and ``elastic-launch``.
+
+Both sides import this module and nothing else from each other: the compiler writes
+these names into manifests, the entrypoint reads them inside the pod. Keep it free of
+third-party imports (it runs in training images that may lack pydantic or jinja2).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# The Kubeflow training operator only treats a container named ``pytorch`` as the
+# training container: the webhook rejects jobs without one, and ExitCode restarts and
+# the rendezvous port look only at it (kubeflow-pytorchjob.md §3, §5, §6).
+TRAINING_CONTAINER: Final = "pytorch"
+
+# Operator default port for the rendezvous (``pytorchjob-port``). The operator appends
+# this port itself; we declare a port with this name only to move it.
+OPERATOR_PORT_NAME: Final = "pytorchjob-port"
+OPERATOR_DEFAULT_PORT: Final = 23456
+
+# Labels the operator puts on every pod it creates (kubeflow-pytorchjob.md §5).
+LABEL_JOB_NAME: Final = "training.kubeflow.org/job-name"
+LABEL_REPLICA_TYPE: Final = "training.kubeflow.org/replica-type"
+LABEL_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
+
+# Environment the compiler adds through the downward API, read by elastic-launch.
+ENV_POD_IP: Final = "ELASTIC_LAUNCH_POD_IP"  # status.podIP -> LaunchConfig.local_addr
+ENV_POD_NAME: Final = "ELASTIC_LAUNCH_POD_NAME"  # metadata.name
+ENV_JOB_NAME: Final = "ELASTIC_LAUNCH_JOB_NAME"  # label training.kubeflow.org/job-name
+ENV_NAMESPACE: Final = "ELASTIC_LAUNCH_NAMESPACE"  # metadata.namespace
+
+DOWNWARD_ENV: Final[tuple[tuple[str, str], ...]] = (
+    (ENV_POD_IP, "status.podIP"),
+    (ENV_POD_NAME, "metadata.name"),
+    (ENV_NAMESPACE, "metadata.namespace"),
+    (ENV_JOB_NAME, f"metadata.labels['{LABEL_JOB_NAME}']"),
+)
+
+# What the operator injects (kubeflow-pytorchjob.md §4). elastic-launch reads them.
+PET_NNODES: Final = "PET_NNODES"
+PET_NPROC_PER_NODE: Final = "PET_NPROC_PER_NODE"
+PET_RDZV_ENDPOINT: Final = "PET_RDZV_ENDPOINT"
+PET_RDZV_BACKEND: Final = "PET_RDZV_BACKEND"
+PET_MAX_RESTARTS: Final = "PET_MAX_RESTARTS"
+PET_RDZV_ID: Final = "PET_RDZV_ID"
+PET_RDZV_CONF: Final = "PET_RDZV_CONF"
+
+# Names users may not set: the operator appends its own entries after the user's, so a
+# user value is silently overridden (or duplicated) in the pod.
+OPERATOR_ENV_NAMES: Final = frozenset(
+    {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PYTHONUNBUFFERED"}
+)
+OPERATOR_ENV_PREFIX: Final = "PET_"
+LAUNCHER_ENV_PREFIX: Final = "ELASTIC_LAUNCH_"
+
+# torch shares the rank-0 agent's TCPStore across restarts by default, which breaks
+# restarts and scale-up (torch-elastic.md §7). elastic-launch sets this to "1" unless the
+# user's environment already has a value.
+ENV_DISABLE_SHARED_STORE: Final = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+
+# Where Kubernetes reads a container's termination message from by default.
+DEFAULT_TERMINATION_LOG: Final = "/dev/termination-log"
+
+# elastic-launch options the compiler writes into the manifest. The compiler builds the
+# command line from these names, the entrypoint's parser defines them: one spelling.
+OPT_NNODES: Final = "--nnodes"
+OPT_NPROC_PER_NODE: Final = "--nproc-per-node"
+OPT_RDZV_BACKEND: Final = "--rdzv-backend"
+OPT_RDZV_ENDPOINT: Final = "--rdzv-endpoint"
+OPT_RDZV_ID: Final = "--rdzv-id"
+OPT_RDZV_CONF: Final = "--rdzv-conf"
+OPT_MAX_RESTARTS: Final = "--max-restarts"
+OPT_JOIN_TIMEOUT: Final = "--join-timeout"
+OPT_LAST_CALL_TIMEOUT: Final = "--last-call-timeout"
+OPT_CLOSE_TIMEOUT: Final = "--close-timeout"
+OPT_HEARTBEAT_TIMEOUT: Final = "--heartbeat-timeout"
+OPT_READ_TIMEOUT: Final = "--read-timeout"
+OPT_MONITOR_INTERVAL: Final = "--monitor-interval"
+OPT_START_METHOD: Final = "--start-method"
+OPT_SHUTDOWN_TIMEOUT: Final = "--shutdown-timeout"
+OPT_FUNCTION: Final = "--function"
+OPT_RESULT: Final = "--result"
+OPT_TERMINATION_LOG: Final = "--termination-log"
+
+LAUNCHER: Final = "elastic-launch"
+
+# Exit codes. The operator's ExitCode restart policy treats 1-127 as permanent and
+# 128-255 as retryable (kubeflow-pytorchjob.md §6).
+# elastic-launch maps every outcome onto that split:
+EXIT_USER_FAILURE: Final = 1  # a worker raised or exited 1-127 (its own code is kept when in range)
+EXIT_USAGE: Final = 2  # bad options or environment: permanent, nothing ran
+EXIT_SIGNAL_BASE: Final = 128  # agent or worker killed by signal N exits 128 + N (SIGTERM: 143)
+EXIT_RENDEZVOUS_TIMEOUT: Final = 201  # not enough nodes joined within join_timeout: retryable
+EXIT_RENDEZVOUS_ERROR: Final = 202  # store unreachable, rendezvous closed, peers lost: retryable
+EXIT_AGENT_ERROR: Final = 203  # unexpected failure inside the agent itself: retryable
