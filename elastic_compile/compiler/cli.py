@@ -1,0 +1,148 @@
+"""``elastic-compile``: the command line.
+
+Exit codes: 0 ok, 1 ``--check`` found drift, 2 bad input (one located line per problem,
+no traceback unless ``--debug``), 3 an internal error (a bug: please report it).
+YAML goes to stdout, diagnostics to stderr, and nothing is half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from elastic_compile import __version__
+from elastic_compile.compiler import output
+from elastic_compile.compiler.errors import CompileError, Problem, SpecError
+from elastic_compile.compiler.pipeline import ALL, TARGETS, Compiled, compile_path
+
+EXIT_OK, EXIT_DRIFT, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise SpecError([Problem("elastic-compile", 0, 0, "usage", message)])
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="elastic-compile",
+        description="Compile elastic.yaml into a validated Kubeflow PyTorchJob (and PodTemplate).",
+        epilog="Other commands: 'elastic-compile schema' prints the JSON Schema of elastic.yaml.",
+    )
+    p.add_argument("specs", nargs="+", metavar="SPEC", help="elastic.yaml files; - reads standard input")
+    p.add_argument("-t", "--target", choices=[*TARGETS, "all"], default="pytorchjob",
+                   help="what to emit (default: pytorchjob)")
+    p.add_argument("--format", choices=["yaml", "json"], default="yaml", help="output format (default: yaml)")
+    p.add_argument("-o", "--output", type=Path, metavar="DIR",
+                   help="write one file per resource and a kustomization.yaml into DIR, atomically "
+                        "(several specs: one DIR/<name>/ each)")
+    p.add_argument("--check", nargs="?", const="", default=None, metavar="FILE",
+                   help="compare with what is on disk (DIR from -o, or FILE) and exit 1 with a diff if stale; "
+                        "never writes")
+    p.add_argument("--explain", action="store_true",
+                   help="print the resolved spec: every value, default and where it came from")
+    p.add_argument("--templates", type=Path, metavar="DIR", help="templates that replace the built-in ones")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--version", action="version", version=f"elastic-compile {__version__}")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args_list
+    try:
+        if args_list[:1] == ["schema"]:
+            return _schema(args_list[1:])
+        return _compile(_parser().parse_args(args_list))
+    except SpecError as e:
+        if debug:
+            raise
+        for problem in e.problems:
+            print(_usage_line(problem), file=sys.stderr)
+        return EXIT_INPUT
+    except CompileError as e:
+        if debug:
+            raise
+        print(f"elastic-compile: error: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    except output.WriteError as e:
+        if debug:
+            raise
+        print(f"elastic-compile: error: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    except Exception as e:
+        if debug:
+            raise
+        print(f"elastic-compile: internal error: {type(e).__name__}: {e} (rerun with --debug and report it)",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _usage_line(problem: Problem) -> str:
+    if problem.path == "usage":
+        return f"elastic-compile: error: {problem.message}"
+    return str(problem)
+
+
+def _schema(argv: Sequence[str]) -> int:
+    import json
+
+    from elastic_compile.schema import json_schema
+
+    p = _Parser(prog="elastic-compile schema", description="Print the JSON Schema of elastic.yaml.")
+    p.parse_args(list(argv))
+    sys.stdout.write(json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n")
+    return EXIT_OK
+
+
+def _compile(ns: argparse.Namespace) -> int:
+    targets = ALL if ns.target == "all" else (ns.target,)
+    compiled: list[Compiled] = []
+    problems: list[Problem] = []
+    for path in ns.specs:
+        try:
+            compiled.append(compile_path(path, targets, ns.templates))
+        except SpecError as e:
+            problems.extend(e.problems)
+    if problems:
+        raise SpecError(problems)
+    if ns.explain:
+        from elastic_compile.compiler.explain import explain
+
+        sys.stdout.write("".join(explain(c) for c in compiled))
+        return EXIT_OK
+    if ns.output is not None:
+        files = output.directory_files(compiled, ns.format, several=len(compiled) > 1)
+        if ns.check is not None:
+            return _report_drift(output.diff_directory(ns.output, files))
+        output.write_directory(ns.output, files)
+        return EXIT_OK
+    text = output.stream_text(compiled, ns.format)
+    if ns.check:
+        return _report_drift(output.diff_file(Path(ns.check), text))
+    if ns.check is not None:
+        raise SpecError([Problem("elastic-compile", 0, 0, "usage", "--check needs -o DIR or a FILE")])
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _report_drift(diff: str) -> int:
+    if not diff:
+        return EXIT_OK
+    sys.stdout.write(diff)
+    print("elastic-compile: the files on disk are stale; rerun without --check to update them", file=sys.stderr)
+    return EXIT_DRIFT
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,58 @@
+"""The one user-facing error type: located problems, all reported in one run.
+
+Every message has the shape ``file:line:col: field.path: what is wrong (given: X)``
+(STYLE.md, "Loading and errors"); error text is product surface and is pinned by the
+catalogue in ``tests/errors/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+# Long or multi-line values are shortened in messages so that one problem stays one line.
+_GIVEN_MAX = 60
+
+
+def show_given(value: str) -> str:
+    """Render a user value for the ``(given: X)`` suffix on a single short line."""
+    text = value.encode("unicode_escape").decode("ascii") if not value.isprintable() else value
+    if len(text) > _GIVEN_MAX:
+        text = text[: _GIVEN_MAX - 3] + "..."
+    return text if text.strip() else repr(value)
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One located problem in an input file."""
+
+    file: str
+    line: int
+    col: int
+    path: str
+    message: str
+    given: str | None = None
+
+    def __str__(self) -> str:
+        suffix = f" (given: {show_given(self.given)})" if self.given is not None else ""
+        return f"{self.file}:{self.line}:{self.col}: {self.path}: {self.message}{suffix}"
+
+
+class SpecError(Exception):
+    """Bad input: one or more located problems. The CLI prints them and exits 2."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems: Sequence[Problem] = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class CompileError(Exception):
+    """The compiler produced something invalid: a bug in a template or in the compiler.
+
+    Carries the template name (or stage) so that a platform team's custom template is
+    named in the message.
+    """
+
+    def __init__(self, where: str, message: str) -> None:
+        self.where = where
+        super().__init__(f"{where}: {message}")

@@ -1,0 +1,320 @@
+"""Load elastic.yaml: YAML with line numbers, without YAML 1.1 surprises, within limits.
+
+PyYAML's ``safe_load`` reads YAML 1.1: an unquoted ``nnodes: 1:4`` becomes the base-60
+integer 64, ``on`` becomes ``True`` and ``0755`` becomes 493, and a duplicate key
+silently wins (tooling.md §4). We therefore compose the node tree ourselves with a
+YAML 1.2 core-schema resolver and construct values from it:
+
+* plain scalars resolve as YAML 1.2 core (``true``/``false``, decimal/``0o``/``0x``
+  integers, floats with an optional exponent such as ``1e-4``, ``null``/``~``);
+* forms only YAML 1.1 reads specially (``on``, ``no``, ``1:30``, ``0755``, ``1_000``)
+  stay strings: a string field keeps exactly what was written, and a number or boolean
+  field rejects it with a hint to write the value the user meant;
+* duplicate keys, tags other than the standard scalar and collection tags (so no
+  ``!!python/object``), documents over 1 MiB, nesting deeper than 64 levels and alias
+  expansions beyond 100,000 values are located errors, never crashes or hangs.
+
+The loaded value keeps its node tree so that later stages can point at the exact line
+and column of any field path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+import yaml.reader
+from yaml.composer import Composer
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import BaseResolver
+from yaml.scanner import Scanner
+
+from elastic_compile.compiler.errors import Problem, SpecError
+from elastic_compile.schema.scalars import SourceFloat, SourceInt
+
+MAX_BYTES = 1024 * 1024  # a spec is tens of lines; anything near this is an accident or an attack
+MAX_DEPTH = 64  # a pod template with affinity terms nests about 12 levels
+MAX_VALUES = 100_000  # bounds alias expansion ("billion laughs")
+
+_TAG = "tag:yaml.org,2002:"
+_STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
+_MAP, _SEQ, _MERGE = _TAG + "map", _TAG + "seq", _TAG + "merge"
+_ALLOWED_TAGS = {_STR, _INT, _FLOAT, _BOOL, _NULL, _MAP, _SEQ, _MERGE, "!"}
+
+# YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution), except that
+# decimal integers with a leading zero stay strings: YAML 1.1 reads 0755 as octal 493,
+# YAML 1.2 as 755, and a user who wrote it most likely meant neither.
+_NULL_RE = re.compile(r"^(?:~|null|Null|NULL|)$")
+_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_INT_RE = re.compile(r"^(?:[-+]?(?:0|[1-9][0-9]*)|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT_RE = re.compile(
+    # a dot or an exponent is required, so that 0755 and 007 are never floats
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)(?:[eE][-+]?[0-9]+)?|[-+]?[0-9]+[eE][-+]?[0-9]+"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+
+# What YAML 1.1 (PyYAML, go-yaml v2 in older kubectl) would read as something other than
+# the string: used only to explain errors ("quote it").
+YAML11_SURPRISE = re.compile(
+    r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF"
+    r"|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?"  # sexagesimal 1:30
+    r"|[-+]?0[0-7_]+|[-+]?[0-9][0-9_]*_[0-9_]*|0b[01_]+)$"  # 0755, 1_000, 0b101
+)
+
+
+class _Resolver(BaseResolver):
+    """Implicit tags for plain scalars: YAML 1.2 core, see the module docstring."""
+
+
+for _tag, _regexp, _first in (
+    (_BOOL, _BOOL_RE, "tTfF"),
+    (_NULL, _NULL_RE, "~nN\x00"),  # "\x00": PyYAML looks up the empty scalar under ""
+    (_INT, _INT_RE, "-+0123456789"),
+    (_FLOAT, _FLOAT_RE, "-+.0123456789"),
+    (_MERGE, re.compile(r"^<<$"), "<"),
+):
+    _Resolver.add_implicit_resolver(_tag, _regexp, list(_first))
+_Resolver.add_implicit_resolver(_NULL, _NULL_RE, [""])
+
+
+class _LoadLimit(Exception):
+    def __init__(self, message: str, node_or_mark: Any) -> None:
+        super().__init__(message)
+        self.mark = getattr(node_or_mark, "start_mark", node_or_mark)
+
+
+class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
+    """PyYAML's pure-Python composer with a nesting limit (its recursion has none)."""
+
+    def __init__(self, stream: str, max_depth: int = MAX_DEPTH) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        Composer.__init__(self)
+        _Resolver.__init__(self)
+        self._depth = 0
+        self._max_depth = max_depth
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        self._depth += 1
+        try:
+            if self._depth > self._max_depth:
+                raise _LoadLimit(f"nesting deeper than {self._max_depth} levels", self.peek_event().start_mark)
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self._depth -= 1
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A loaded YAML document: plain Python data plus the node tree it came from."""
+
+    file: str
+    data: Any
+    root: Node
+
+    def locate(self, path: Sequence[str | int]) -> tuple[Node, Node | None, bool]:
+        """Find the node for ``path``.
+
+        Returns ``(node, key_node, exact)``: the deepest node reached, the key node of the
+        last mapping step when there is one, and whether the whole path was found.
+        """
+        node: Node = self.root
+        key_node: Node | None = None
+        for part in path:
+            found = _child(node, part)
+            if found is None:
+                return node, key_node, False
+            key_node, node = found
+        return node, key_node, True
+
+    def problem(self, path: Sequence[str | int], message: str, *, given: str | None = None,
+                at_key: bool = False) -> Problem:
+        """A ``Problem`` located at ``path`` (or at the deepest part of it that exists)."""
+        node, key_node, exact = self.locate(path)
+        mark_node = key_node if (at_key or not exact) and key_node is not None else node
+        if exact and given is None and isinstance(node, ScalarNode):
+            given = node.value
+        mark = mark_node.start_mark
+        return Problem(self.file, mark.line + 1, mark.column + 1, dotted(path), message, given)
+
+
+def dotted(path: Sequence[str | int]) -> str:
+    """``("env", 0, "name")`` -> ``env[0].name``; the empty path is ``spec``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "spec"
+
+
+def _pairs(node: MappingNode) -> Iterator[tuple[Node, Node]]:
+    """Key/value pairs of a mapping, own keys first, then merged ones (``<<``)."""
+    merges: list[Node] = []
+    for key, value in node.value:
+        if key.tag == _MERGE:
+            merges.append(value)
+        else:
+            yield key, value
+    for merged in merges:
+        sources = merged.value if isinstance(merged, SequenceNode) else [merged]
+        for source in sources:
+            if isinstance(source, MappingNode):
+                yield from _pairs(source)
+
+
+def _child(node: Node, part: str | int) -> tuple[Node | None, Node] | None:
+    if isinstance(node, MappingNode):
+        for key, value in _pairs(node):
+            if isinstance(key, ScalarNode) and key.value == str(part):
+                return key, value
+        return None
+    if isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+        return None, node.value[part]
+    return None
+
+
+class _Builder:
+    """Turns composed nodes into Python values, collecting every problem."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.problems: list[Problem] = []
+        self.count = 0
+
+    def _problem(self, node: Node, message: str, given: str | None = None) -> None:
+        mark = node.start_mark
+        self.problems.append(Problem(self.file, mark.line + 1, mark.column + 1, "yaml", message, given))
+
+    def build(self, node: Node) -> Any:
+        self.count += 1
+        if self.count > MAX_VALUES:
+            raise _LoadLimit(
+                f"the document expands to more than {MAX_VALUES} values (an alias bomb?)", node
+            )
+        if node.tag not in _ALLOWED_TAGS:
+            self._problem(node, "YAML tags other than the standard ones are not allowed", node.tag)
+            return None
+        if isinstance(node, ScalarNode):
+            return self._scalar(node)
+        if isinstance(node, SequenceNode):
+            return [self.build(item) for item in node.value]
+        if isinstance(node, MappingNode):
+            return self._mapping(node)
+        raise TypeError(node)  # pragma: no cover - PyYAML has no other node kinds
+
+    def _scalar(self, node: ScalarNode) -> Any:
+        text, tag = node.value, node.tag
+        if tag in (_STR, "!"):
+            return text
+        if tag == _NULL and _NULL_RE.match(text):
+            return None
+        if tag == _BOOL and _BOOL_RE.match(text):
+            return text.lower() == "true"
+        if tag == _INT and re.match(r"^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$", text):
+            return SourceInt(int(text, 0) if text[:2] in ("0o", "0x") else int(text, 10), text)
+        if tag == _FLOAT and _FLOAT_RE.match(text):
+            # Python's float() spells YAML's .inf/.nan without the dot
+            return SourceFloat(float(re.sub(r"\.(?=(?:inf|Inf|INF|nan|NaN|NAN)$)", "", text)), text)
+        self._problem(node, f"not a valid {tag.rsplit(':', 1)[-1]} value", text)
+        return None
+
+    def _mapping(self, node: MappingNode) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        first: dict[str, Node] = {}
+        for key, value in node.value:
+            if key.tag == _MERGE:
+                continue
+            if not isinstance(key, ScalarNode) or key.tag not in (_STR, "!"):
+                given = key.value if isinstance(key, ScalarNode) else None
+                self._problem(key, 'mapping keys must be strings; quote the key, e.g. "1"', given)
+                continue
+            if key.value in first:
+                line = first[key.value].start_mark.line + 1
+                self._problem(key, f"duplicate key (first defined at line {line})", key.value)
+                continue
+            first[key.value] = key
+            out[key.value] = self.build(value)
+        for key, value in _pairs(node):
+            if isinstance(key, ScalarNode) and key.value not in out and key.tag in (_STR, "!"):
+                out[key.value] = self.build(value)
+        for key, value in node.value:
+            if key.tag == _MERGE and not _mergeable(value):
+                self._problem(value, "a merge key (<<) needs a mapping or a list of mappings")
+        return out
+
+
+def _mergeable(node: Node) -> bool:
+    items = node.value if isinstance(node, SequenceNode) else [node]
+    return all(isinstance(item, MappingNode) for item in items)
+
+
+def _position(text: bytes, offset: int) -> tuple[int, int]:
+    before = text[:offset]
+    line = before.count(b"\n") + 1
+    return line, offset - (before.rfind(b"\n") + 1) + 1
+
+
+def load_text(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Loaded:
+    """Parse one YAML document from ``raw``; raise ``SpecError`` with every problem found.
+
+    The limits default to those for user specs; the compiler raises them when it parses
+    its own rendered output back (a pod template nests a few levels below the spec).
+    """
+    size = len(raw.encode() if isinstance(raw, str) else raw)
+    if size > max_bytes:
+        raise SpecError([Problem(file, 1, 1, "spec", f"the file is larger than {max_bytes} bytes")])
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line, col = _position(raw, e.start)
+            raise SpecError([Problem(file, line, col, "spec", "file is not valid UTF-8",
+                                     repr(raw[e.start:e.start + 4]))]) from e
+    else:
+        text = raw
+    try:
+        root = _Composer(text, max_depth).get_single_node()
+    except _LoadLimit as e:
+        raise SpecError([Problem(file, e.mark.line + 1, e.mark.column + 1, "yaml", str(e))]) from e
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        message = (e.problem or e.context or "invalid YAML").strip()
+        if "expected a single document" in (e.context or ""):
+            message = "expected one YAML document, found several (--- separators)"
+        raise SpecError([Problem(file, line, col, "yaml", message)]) from e
+    except yaml.reader.ReaderError as e:  # control characters; carries a position, not a mark
+        line, col = _position(text[: e.position].encode(), len(text[: e.position].encode()))
+        given = f"U+{e.character:04X}" if isinstance(e.character, int) else None
+        raise SpecError([Problem(file, line, col, "yaml", "control characters are not allowed", given)]) from e
+    if root is None:
+        raise SpecError([Problem(file, 1, 1, "spec", "the file is empty; a spec needs at least name and image")])
+    builder = _Builder(file)
+    try:
+        data = builder.build(root)
+    except _LoadLimit as e:
+        raise SpecError([Problem(file, e.mark.line + 1, e.mark.column + 1, "yaml", str(e))]) from e
+    if builder.problems:
+        raise SpecError(sorted(builder.problems))
+    return Loaded(file, data, root)
+
+
+def load_file(path: str | Path) -> Loaded:
+    """Read and parse ``path`` (``-`` reads standard input, reported as ``<stdin>``)."""
+    import sys
+
+    if str(path) == "-":
+        return load_text(sys.stdin.buffer.read(MAX_BYTES + 1), "<stdin>")
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise SpecError([Problem(str(path), 1, 1, "spec", f"cannot read the file: {e.strerror}")]) from e
+    return load_text(raw, str(path))

@@ -1,0 +1,120 @@
+"""Emit compiled resources: a stream, or a directory written atomically; and --check.
+
+A directory is written into a fresh temporary sibling and renamed into place, so a
+failure at any point (a bad spec in a batch, a read-only target, a crash mid-render)
+leaves the previous contents untouched.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from elastic_compile.compiler.emit import to_json, to_yaml
+from elastic_compile.compiler.pipeline import Compiled
+
+KUSTOMIZATION = "kustomization.yaml"
+
+
+class WriteError(Exception):
+    """The output directory could not be written."""
+
+
+def stream_text(compiled: Sequence[Compiled], fmt: str) -> str:
+    """All resources of all specs as one YAML stream or one JSON document."""
+    docs = [o.doc for c in compiled for o in c.outputs]
+    return to_json(docs) if fmt == "json" else to_yaml(docs)
+
+
+def _base_files(c: Compiled, fmt: str) -> dict[str, str]:
+    ext = "json" if fmt == "json" else "yaml"
+    files: dict[str, str] = {}
+    for o in c.outputs:
+        name = o.target.filename.rsplit(".", 1)[0] + "." + ext
+        files[name] = to_json([o.doc]) if fmt == "json" else to_yaml([o.doc])
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": list(files),
+    }
+    files[KUSTOMIZATION] = to_yaml([kustomization])
+    return files
+
+
+def directory_files(compiled: Sequence[Compiled], fmt: str, *, several: bool) -> dict[str, str]:
+    """Relative path -> content for ``-o DIR``: one base, or one base per spec under DIR/<name>/."""
+    if not several:
+        return _base_files(compiled[0], fmt)
+    files: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for c in compiled:
+        where = c.loaded.file if c.loaded else c.spec.name
+        if c.spec.name in seen:
+            raise WriteError(f"{where}: name {c.spec.name} is also used by {seen[c.spec.name]}; "
+                             "each spec needs its own directory")
+        seen[c.spec.name] = where
+        for rel, text in _base_files(c, fmt).items():
+            files[f"{c.spec.name}/{rel}"] = text
+    return files
+
+
+def write_directory(target: Path, files: dict[str, str]) -> None:
+    """Replace ``target`` with exactly ``files``, atomically (rename of a complete sibling)."""
+    target = target.absolute()
+    if target.exists() and not target.is_dir():
+        raise WriteError(f"{target} exists and is not a directory")
+    parent = target.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
+    except OSError as e:
+        raise WriteError(f"cannot write {target}: {e.strerror}") from e
+    try:
+        for rel, text in sorted(files.items()):
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        os.chmod(staging, 0o755)  # mkdtemp makes it 0700
+        backup = None
+        if target.exists():
+            backup = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=parent))
+            os.rename(target, backup / "d")
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if backup is not None:
+                os.rename(backup / "d", target)
+            raise
+        if backup is not None:
+            shutil.rmtree(backup, ignore_errors=True)
+    except OSError as e:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise WriteError(f"cannot write {target}: {e.strerror or e}") from e
+
+
+def _unified(old: str, new: str, name: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{name}", f"b/{name}"))
+
+
+def diff_file(path: Path, text: str) -> str:
+    """Unified diff from the file on disk to ``text`` (empty when identical)."""
+    old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    return _unified(old, text, str(path))
+
+
+def diff_directory(target: Path, files: dict[str, str]) -> str:
+    """Unified diff from ``target`` on disk to ``files``, including files that would vanish."""
+    on_disk = {
+        str(p.relative_to(target)): p.read_text(encoding="utf-8")
+        for p in sorted(target.rglob("*")) if p.is_file()
+    } if target.is_dir() else {}
+    out = []
+    for rel in sorted(set(on_disk) | set(files)):
+        old, new = on_disk.get(rel, ""), files.get(rel, "")
+        if old != new:
+            out.append(_unified(old, new, f"{target}/{rel}"))
+    return "".join(out)

@@ -1,0 +1,156 @@
+"""ElasticSpec -> Plan: every decision the compiler makes, as plain frozen data.
+
+Templates only print what is here (STYLE.md, "Templates only print"). Each derived value
+carries its reason in a comment, and each layout rule points at the operator fact that
+forces it (kubeflow-pytorchjob.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from elastic_compile import contract
+from elastic_compile.compiler.podspec import build_pod_template
+from elastic_compile.schema import ElasticSpec
+
+# The pod's grace period must exceed elastic-launch's own SIGTERM->SIGKILL window, or the
+# kubelet kills the agent before it has stopped its workers and written its report
+# (torch-elastic.md §13.10).
+GRACE_MARGIN_SECONDS = 15
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything the templates print, already decided."""
+
+    name: str
+    namespace: str | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    replicas: int
+    restart_policy: str
+    nproc_per_node: str
+    elastic_policy: dict[str, Any] | None
+    run_policy: dict[str, Any]
+    pod_template: dict[str, Any]
+    launcher_args: tuple[str, ...]
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """Object metadata of the job (and of the PodTemplate resource)."""
+        meta: dict[str, Any] = {"name": self.name}
+        if self.namespace is not None:
+            meta["namespace"] = self.namespace
+        if self.labels:
+            meta["labels"] = dict(self.labels)
+        if self.annotations:
+            meta["annotations"] = dict(self.annotations)
+        return meta
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def launcher_args(spec: ElasticSpec) -> tuple[str, ...]:
+    """The elastic-launch arguments baked into the manifest.
+
+    Only behaviour the operator does not inject: the topology (nnodes, nproc, endpoint,
+    backend, max restarts, run id) arrives as PET_* variables in multi-node jobs. A
+    single-node job has no elasticPolicy, so its max_restarts is baked here.
+    """
+    rdzv = spec.rdzv
+    args: list[str] = [
+        contract.OPT_JOIN_TIMEOUT, str(rdzv.join_timeout),
+        contract.OPT_LAST_CALL_TIMEOUT, str(rdzv.last_call_timeout),
+        contract.OPT_CLOSE_TIMEOUT, str(rdzv.close_timeout),
+        contract.OPT_HEARTBEAT_TIMEOUT, str(rdzv.heartbeat_timeout),
+        contract.OPT_READ_TIMEOUT, str(rdzv.read_timeout),
+        contract.OPT_MONITOR_INTERVAL, _seconds(spec.monitor_interval),
+        contract.OPT_START_METHOD, spec.start_method,
+        contract.OPT_SHUTDOWN_TIMEOUT, str(spec.shutdown_timeout),
+    ]  # fmt: skip
+    if spec.nnodes.max == 1:
+        args += [contract.OPT_MAX_RESTARTS, str(spec.max_restarts)]
+    if spec.function is not None:
+        args += [contract.OPT_FUNCTION, spec.function.target, "--", *spec.function.args]
+    else:
+        args += ["--", *(spec.command or [])]
+    return tuple(args)
+
+
+def elastic_policy(spec: ElasticSpec) -> dict[str, Any] | None:
+    """The elasticPolicy of a multi-node job; None for a single node.
+
+    Fixed multi-node jobs use the elastic form with min == max, because a Worker-only job
+    without elasticPolicy gets no rendezvous endpoint (kubeflow-pytorchjob.md §4). Never
+    ``standalone`` (the operator's PET_STANDALONE="" crashes torchrun) and never an empty
+    ``rdzvConf`` (the operator panics on it): §7.
+    """
+    if spec.nnodes.max == 1:
+        return None
+    rdzv = spec.rdzv
+    policy: dict[str, Any] = {
+        "rdzvBackend": rdzv.backend,
+        "minReplicas": spec.nnodes.min,
+        "maxReplicas": spec.nnodes.max,
+        "maxRestarts": spec.max_restarts,
+    }
+    if rdzv.host is not None:
+        policy["rdzvHost"] = rdzv.host
+    if rdzv.port is not None or rdzv.backend != "c10d":
+        policy["rdzvPort"] = rdzv.resolved_port()
+    if rdzv.id is not None:
+        policy["rdzvId"] = rdzv.id
+    if rdzv.conf:
+        policy["rdzvConf"] = [{"key": k, "value": v} for k, v in rdzv.conf.items()]
+    return policy
+
+
+def run_policy(spec: ElasticSpec) -> dict[str, Any]:
+    """runPolicy with only what is set; cleanPodPolicy is always written (see its default's reason)."""
+    rp = spec.run_policy
+    out: dict[str, Any] = {"cleanPodPolicy": rp.clean_pod_policy}
+    if rp.ttl_seconds_after_finished is not None:
+        out["ttlSecondsAfterFinished"] = rp.ttl_seconds_after_finished
+    if rp.active_deadline_seconds is not None:
+        out["activeDeadlineSeconds"] = rp.active_deadline_seconds
+    if rp.backoff_limit is not None:
+        out["backoffLimit"] = rp.backoff_limit
+    if rp.scheduling is not None:
+        sched = rp.scheduling
+        policy: dict[str, Any] = {}
+        if sched.min_available is not None:
+            policy["minAvailable"] = sched.min_available
+        if sched.queue is not None:
+            policy["queue"] = sched.queue
+        if sched.priority_class is not None:
+            policy["priorityClass"] = sched.priority_class
+        if sched.schedule_timeout_seconds is not None:
+            policy["scheduleTimeoutSeconds"] = sched.schedule_timeout_seconds
+        if policy:
+            out["schedulingPolicy"] = policy
+    if rp.suspend:
+        out["suspend"] = True
+    return out
+
+
+def spec_to_plan(spec: ElasticSpec) -> Plan:
+    """Decide everything about the output of ``spec``."""
+    args = launcher_args(spec)
+    return Plan(
+        name=spec.name,
+        namespace=spec.namespace,
+        labels=dict(spec.labels),
+        annotations=dict(spec.annotations),
+        # Worker-only for every layout: Master + elasticPolicy gets the wrong PET_NNODES and
+        # both env sets (kubeflow/trainer#2277); replicas = max so the HPA-less job starts full.
+        replicas=spec.nnodes.max,
+        restart_policy=spec.restart_policy,
+        nproc_per_node=str(spec.nproc_per_node),
+        elastic_policy=elastic_policy(spec),
+        run_policy=run_policy(spec),
+        pod_template=build_pod_template(spec, [contract.LAUNCHER], list(args), spec.shutdown_timeout + GRACE_MARGIN_SECONDS),
+        launcher_args=args,
+    )

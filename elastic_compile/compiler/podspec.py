@@ -1,0 +1,157 @@
+"""The worker pod: our training container merged with the user's pod_template.
+
+Rules (they fix the three pod-template bugs of flytekit's plugin, flytekit-kfpytorch.md §5):
+
+* the training container is always named ``pytorch`` and always comes first; a user
+  container with that name is merged into it, the user's fields winning except the
+  ones the compiler owns (name, image, command, args, resources: the schema rejects
+  those with a pointer to the top-level field);
+* every other container is a sidecar and is copied untouched: the /dev/shm mount goes
+  on the training container only (flytekit mounts it on ``containers[0]``, whatever it is);
+* no placeholder containers are invented, and if the user's training container already
+  mounts /dev/shm we add neither volume nor mount (flytekit raises);
+* the user's input is deep-copied, never mutated (flytekit appends to the caller's
+  PodTemplate, so reusing one template for two tasks fails).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from elastic_compile import contract
+from elastic_compile.schema import ElasticSpec
+from elastic_compile.schema.models import GPU_KEY, GPU_RESOURCE, SHM_VOLUME_NAME, EnvVar, is_extended
+
+SHM_VOLUME = SHM_VOLUME_NAME
+SHM_PATH = "/dev/shm"
+ISTIO_INJECT = "sidecar.istio.io/inject"
+
+
+def resources(spec: ElasticSpec) -> dict[str, dict[str, str]]:
+    """Kubernetes resources of the training container.
+
+    ``gpu`` becomes ``nvidia.com/gpu``; an extended resource given on one side only is
+    copied to the other, because Kubernetes requires request == limit for them.
+    """
+    requests = {_k8s_name(k): v for k, v in spec.resources.requests.items()}
+    limits = {_k8s_name(k): v for k, v in spec.resources.limits.items()}
+    for name, value in list(requests.items()):
+        if is_extended(name):
+            limits.setdefault(name, value)
+    for name, value in list(limits.items()):
+        if is_extended(name):
+            requests.setdefault(name, value)
+    out: dict[str, dict[str, str]] = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def _k8s_name(name: str) -> str:
+    return GPU_RESOURCE if name == GPU_KEY else name
+
+
+def env_entries(spec: ElasticSpec) -> list[dict[str, Any]]:
+    """The spec's env as Kubernetes EnvVar entries, in the order written."""
+    if isinstance(spec.env, dict):
+        return [{"name": k, "value": v} for k, v in spec.env.items()]
+    return [_env_var(e) for e in spec.env]
+
+
+def _env_var(var: EnvVar) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": var.name}
+    if var.value is not None:
+        out["value"] = var.value
+    if var.valueFrom is not None:
+        out["valueFrom"] = var.valueFrom.model_dump(exclude_none=True)
+    return out
+
+
+def downward_env() -> list[dict[str, Any]]:
+    """What elastic-launch needs to know about its pod (contract.DOWNWARD_ENV)."""
+    return [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in contract.DOWNWARD_ENV]
+
+
+def mounts_shm(container: dict[str, Any]) -> bool:
+    """True when ``container`` already mounts something at /dev/shm."""
+    return any(m.get("mountPath", "").rstrip("/") == SHM_PATH for m in container.get("volumeMounts") or [])
+
+
+def training_container(
+    spec: ElasticSpec, user: dict[str, Any] | None, command: list[str], args: list[str]
+) -> tuple[dict[str, Any], bool]:
+    """The merged ``pytorch`` container, and whether it got our /dev/shm mount."""
+    user = copy.deepcopy(user) if user else {}
+    container: dict[str, Any] = {
+        "name": contract.TRAINING_CONTAINER,
+        "image": spec.image,
+        "command": command,
+        "args": args,
+    }
+    env = env_entries(spec) + list(user.pop("env", None) or []) + downward_env()
+    container["env"] = env
+    res = resources(spec)
+    if res:
+        container["resources"] = res
+    mounts = list(user.pop("volumeMounts", None) or [])
+    add_shm = spec.shared_memory is not False and not mounts_shm({"volumeMounts": mounts})
+    if add_shm:
+        mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+    if mounts:
+        container["volumeMounts"] = mounts
+    ports = list(user.pop("ports", None) or [])
+    port = spec.rdzv.resolved_port()
+    moved = spec.rdzv.backend == "c10d" and port != contract.OPERATOR_DEFAULT_PORT
+    if moved and not any(p.get("name") == contract.OPERATOR_PORT_NAME for p in ports):
+        # The operator publishes the port named pytorchjob-port on the job's services and
+        # points PET_RDZV_ENDPOINT at it; declaring it is how the port moves (§5).
+        ports.append({"name": contract.OPERATOR_PORT_NAME, "containerPort": port, "protocol": "TCP"})
+    if ports:
+        container["ports"] = ports
+    for key, value in user.items():
+        if key not in container:
+            container[key] = value
+    return container, add_shm
+
+
+def build_pod_template(
+    spec: ElasticSpec, command: list[str], args: list[str], grace_seconds: int
+) -> dict[str, Any]:
+    """The PodTemplateSpec of every worker."""
+    user_spec: dict[str, Any] = copy.deepcopy(spec.pod_template.spec)
+    user_containers: list[dict[str, Any]] = user_spec.pop("containers", None) or []
+    user_training = next((c for c in user_containers if c.get("name") == contract.TRAINING_CONTAINER), None)
+    sidecars = [c for c in user_containers if c is not user_training]
+    training, add_shm = training_container(spec, user_training, command, args)
+
+    pod: dict[str, Any] = {"containers": [training, *sidecars]}
+    if "initContainers" in user_spec:
+        pod["initContainers"] = user_spec.pop("initContainers")
+    volumes = list(user_spec.pop("volumes", None) or [])
+    if add_shm:
+        empty_dir: dict[str, Any] = {"medium": "Memory"}
+        if isinstance(spec.shared_memory, str):
+            empty_dir["sizeLimit"] = spec.shared_memory
+        volumes.append({"name": SHM_VOLUME, "emptyDir": empty_dir})
+    if volumes:
+        pod["volumes"] = volumes
+    pod["terminationGracePeriodSeconds"] = user_spec.pop("terminationGracePeriodSeconds", grace_seconds)
+    pod.update(user_spec)
+
+    metadata: dict[str, Any] = {}
+    labels = dict(spec.pod_template.metadata.labels)
+    annotations = dict(spec.pod_template.metadata.annotations)
+    if not spec.istio_sidecar:
+        annotations.setdefault(ISTIO_INJECT, "false")
+    if labels:
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    template: dict[str, Any] = {}
+    if metadata:
+        template["metadata"] = metadata
+    template["spec"] = pod
+    return template

@@ -1,0 +1,106 @@
+"""Plan -> text through Jinja2 -> parsed back -> checked.
+
+Templating YAML as text is where Helm got hurt (quoting, booleans, injection), so:
+
+* one environment factory: sandboxed (custom templates from a platform team run here
+  too), ``StrictUndefined`` (a typo in a template is an error, not an empty string);
+* scalars print through ``tojson`` and subtrees through ``to_yaml``; both emit JSON, which
+  is valid YAML whatever the indentation around it, with characters that YAML would
+  fold or reject escaped;
+* the rendered text is parsed back with the same strict loader as user specs, and any
+  failure names the template.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.sandbox
+
+from elastic_compile.compiler.errors import CompileError, SpecError
+from elastic_compile.compiler.loader import load_text
+
+BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+# JSON leaves these raw with ensure_ascii=False, but YAML treats NEL, LS, PS as line
+# breaks (folded to spaces inside quotes) and rejects C1 controls, BOM and surrogates.
+_YAML_UNSAFE = re.compile("[\u007f-\u009f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+
+
+def json_text(value: Any) -> str:
+    """``value`` as single-line JSON that any YAML reader parses back to ``value``."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=False, allow_nan=False)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def environment(template_dir: Path | None = None) -> jinja2.Environment:
+    """The one Jinja2 environment: sandboxed, strict, our two value filters.
+
+    ``template_dir`` (``--templates``) is searched before the built-in templates, so a
+    platform team can replace any of them.
+    """
+    paths = [str(template_dir)] if template_dir is not None else []
+    paths.append(str(BUILTIN_TEMPLATES))
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(paths),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["tojson"] = json_text
+    env.filters["to_yaml"] = json_text
+    return env
+
+
+@lru_cache(maxsize=8)
+def _cached_environment(template_dir: Path | None) -> jinja2.Environment:
+    return environment(template_dir)
+
+
+# Rendered output may nest deeper and weigh more than the spec it came from.
+_OUTPUT_MAX_BYTES = 32 * 1024 * 1024
+_OUTPUT_MAX_DEPTH = 160
+
+
+def render(template_name: str, template_dir: Path | None = None, **context: Any) -> Any:
+    """Render ``template_name`` and parse the text back into data.
+
+    Raises ``CompileError`` naming the template when Jinja fails or the output is not a
+    single valid YAML document.
+    """
+    env = _cached_environment(template_dir)
+    where = f"template {template_name}"
+    try:
+        template = env.get_template(template_name)
+        source = Path(template.filename) if template.filename else None
+        if source is not None and template_dir is not None and source.parent == template_dir.resolve():
+            where = f"template {source}"
+        text = template.render(**context)
+    except jinja2.TemplateSyntaxError as e:
+        raise CompileError(f"template {e.filename or template_name}:{e.lineno}", e.message or str(e)) from e
+    except jinja2.TemplateNotFound as e:
+        raise CompileError(where, "not found") from e
+    except jinja2.exceptions.SecurityError as e:
+        raise CompileError(where, f"blocked by the sandbox: {e}") from e
+    except jinja2.UndefinedError as e:
+        raise CompileError(where, f"undefined value: {e.message}") from e
+    except jinja2.TemplateError as e:
+        raise CompileError(where, str(e)) from e
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as e:
+        raise CompileError(where, f"cannot render: {type(e).__name__}: {e}") from e
+    try:
+        loaded = load_text(text, f"<{where}>", max_bytes=_OUTPUT_MAX_BYTES, max_depth=_OUTPUT_MAX_DEPTH)
+    except SpecError as e:
+        first = e.problems[0]
+        raise CompileError(where, f"output is not valid YAML at line {first.line}, column {first.col}: "
+                           f"{first.message}") from e
+    if not isinstance(loaded.data, dict):
+        raise CompileError(where, "output is not a YAML mapping")
+    return loaded.data

@@ -1,0 +1,160 @@
+"""Loaded YAML -> ElasticSpec, with every pydantic error turned into a located line."""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+from elastic_compile.compiler.errors import Problem, SpecError
+from elastic_compile.compiler.loader import YAML11_SURPRISE, Loaded
+from elastic_compile.schema import ElasticSpec, FieldProblems
+
+# Tags of the discriminated unions in the schema: not part of a field path.
+_UNION_TAGS = {"map", "list"}
+
+_TYPE_MESSAGES = {
+    "int_type": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "float_type": "expected a number",
+    "bool_type": "expected true or false",
+    "string_type": "expected a string",
+    "dict_type": "expected a mapping",
+    "model_type": "expected a mapping",
+    "model_attributes_type": "expected a mapping",
+    "list_type": "expected a list",
+    "missing": "required field is missing",
+    "extra_forbidden": "unknown field",
+    "none_required": "expected nothing here",
+}
+
+
+def _kind_of(node: Any) -> str | None:
+    if isinstance(node, MappingNode):
+        return "a mapping"
+    if isinstance(node, SequenceNode):
+        return "a list"
+    return None
+
+
+def _model_at(path: Sequence[str | int]) -> type[BaseModel] | None:
+    """The pydantic model that owns the fields at ``path`` (for did-you-mean)."""
+    model: type[BaseModel] = ElasticSpec
+    for part in path:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        found = _find_model(field.annotation)
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def _find_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin is dict:
+        return None
+    for arg in typing.get_args(annotation):
+        found = _find_model(arg)
+        if found is not None:
+            return found
+    if origin in (typing.Union, types.UnionType):
+        return None
+    return None
+
+
+def _find_field(model: type[BaseModel], name: str, prefix: tuple[str, ...]) -> str | None:
+    """The dotted path of a field called ``name`` anywhere under ``model`` (breadth first)."""
+    nested: list[tuple[type[BaseModel], tuple[str, ...]]] = []
+    for field_name, field in model.model_fields.items():
+        if field_name == name and prefix:
+            return ".".join((*prefix, name))
+        sub = _find_model(field.annotation)
+        if sub is not None:
+            nested.append((sub, (*prefix, field_name)))
+    for sub, sub_prefix in nested:
+        found = _find_field(sub, name, sub_prefix)
+        if found:
+            return found
+    return None
+
+
+def _did_you_mean(path: Sequence[str | int]) -> str:
+    model = _model_at(path[:-1])
+    if model is None or not isinstance(path[-1], str):
+        return ""
+    names = [f.alias or n for n, f in model.model_fields.items()]
+    close = difflib.get_close_matches(path[-1], names, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]}?"
+    elsewhere = _find_field(ElasticSpec, path[-1], ())
+    if elsewhere:
+        return f"; did you mean {elsewhere}?"
+    return f"; expected one of: {', '.join(sorted(names))}" if len(names) <= 12 else ""
+
+
+def _message(err: Any, loaded: Loaded, path: list[str | int]) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown field" + _did_you_mean(path)
+    if kind == "literal_error":
+        return f"must be one of {err['ctx']['expected']}"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        ops = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+        bound = next(v for k, v in err["ctx"].items() if k in ("ge", "gt", "le", "lt"))
+        return f"must be {ops[kind]} {bound}"
+    if kind == "value_error":
+        return str(err["ctx"]["error"])
+    message = _TYPE_MESSAGES.get(kind, err["msg"])
+    node, _, exact = loaded.locate(path)
+    if exact and isinstance(node, ScalarNode) and node.style is None and YAML11_SURPRISE.match(node.value):
+        message += f"; YAML 1.1 readers give {node.value} another meaning, so write the value you mean"
+    elif kind == "string_type" and exact and isinstance(node, ScalarNode):
+        message += f'; quote it: "{node.value}"'
+    return message
+
+
+def validate(loaded: Loaded) -> ElasticSpec:
+    """Validate loaded data as an ElasticSpec; raise ``SpecError`` with every problem."""
+    if not isinstance(loaded.data, dict):
+        kind = _kind_of(loaded.root) or "a single value"
+        raise SpecError([loaded.problem([], f"expected a mapping of fields at the top level, not {kind}",
+                                        given=None)])
+    try:
+        return ElasticSpec.model_validate(loaded.data)
+    except ValidationError as e:
+        raise SpecError(sorted(_problems(e, loaded))) from e
+
+
+def _problems(error: ValidationError, loaded: Loaded) -> list[Problem]:
+    problems: list[Problem] = []
+    for err in error.errors():
+        path: list[str | int] = [p for p in err["loc"] if p not in _UNION_TAGS]
+        if path and path[-1] == "[key]":
+            path = path[:-1]
+            at_key = True
+        else:
+            at_key = err["type"] == "extra_forbidden"
+        inner = err.get("ctx", {}).get("error")
+        if isinstance(inner, FieldProblems):
+            for sub, message in inner.problems:
+                problems.append(loaded.problem([*path, *sub], message))
+            continue
+        message = _message(err, loaded, path)
+        if at_key:
+            problems.append(loaded.problem(path, message, given=str(path[-1]), at_key=True))
+            continue
+        node, _, exact = loaded.locate(path)
+        kind = _kind_of(node) if exact and err["type"] != "missing" else None
+        problems.append(loaded.problem(path, message, given=kind))
+    return problems

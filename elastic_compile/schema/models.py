@@ -1,0 +1,841 @@
+"""The elastic.yaml spec: every field, every default and the reason for it.
+
+Names follow torchrun and flytekit's ``Elastic`` where one exists. Every model forbids
+unknown fields (a typo must fail, not vanish) and is frozen. Number and boolean fields
+are strict: ``"2"`` is not 2 and ``yes`` is not true, because YAML 1.1 readers disagree
+about such values and we would rather ask than guess. Compound values (``nnodes: 1:4``,
+durations, quantities, the two ``env`` forms) are parsed once, here, in validators.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from elastic_compile import contract
+from elastic_compile.schema.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
+from elastic_compile.schema.scalars import source_text
+
+# --------------------------------------------------------------------------- helpers
+
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_FUNCTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+_DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
+_RESOURCE_NAME = re.compile(
+    r"^(cpu|memory|ephemeral-storage|hugepages-[0-9A-Za-z]+|"
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$"
+)
+
+#: The short resource key users write for NVIDIA GPUs, and what it means on Kubernetes.
+GPU_KEY = "gpu"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _strict_text(value: Any, what: str) -> str:
+    """A string field: keep text exactly as written; booleans and nulls must be quoted."""
+    text = source_text(value)
+    if text is None:
+        if isinstance(value, bool) or value is None:
+            shown = "null" if value is None else str(value).lower()
+            raise ValueError(f'{what} must be a string; quote it: "{shown}"')
+        raise ValueError(f"{what} must be a string")
+    return text
+
+
+def _text(what: str) -> BeforeValidator:
+    return BeforeValidator(lambda v: _strict_text(v, what))
+
+
+def _fmt_number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from ``900``, ``2.5``, ``"15m"``, ``"1h30m"`` or ``"90s"``."""
+    if isinstance(value, bool):
+        raise ValueError("expected seconds (e.g. 900) or a duration such as 15m or 1h30m")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str) and value and (m := _DURATION.match(value)):
+        seconds = int(m["h"] or 0) * 3600 + int(m["m"] or 0) * 60 + float(m["s"] or 0)
+    else:
+        hint = ""
+        if isinstance(value, str) and re.match(r"^\d+:\d+(:\d+)?$", value):
+            hint = f"; YAML 1.1 reads {value} as base-60 seconds, write it as 1h30m, 15m or 90s"
+        raise ValueError(f"expected seconds (e.g. 900) or a duration such as 15m or 1h30m{hint}")
+    if not seconds == seconds or seconds in (float("inf"), float("-inf")):  # NaN or infinite
+        raise ValueError("must be a finite number of seconds")
+    if seconds < 0:
+        raise ValueError("must not be negative")
+    return seconds
+
+
+def _timeout(value: Any) -> int:
+    seconds = parse_duration(value)
+    if seconds < 1 or not seconds.is_integer():
+        raise ValueError("must be a whole number of seconds, at least 1")
+    if seconds > 7 * 24 * 3600:
+        raise ValueError("must be at most 7 days (604800 s)")
+    return int(seconds)
+
+
+def _interval(value: Any) -> float:
+    seconds = parse_duration(value)
+    if not 0.01 <= seconds <= 3600:
+        raise ValueError("must be between 0.01 and 3600 seconds")
+    return seconds
+
+
+_DURATION_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "number", "minimum": 0},
+        {"type": "string", "pattern": r"^(\d+h)?(\d+m)?(\d+(\.\d+)?s)?$"},
+    ]
+}
+TimeoutSeconds = Annotated[int, BeforeValidator(_timeout), WithJsonSchema(_DURATION_SCHEMA)]
+IntervalSeconds = Annotated[float, BeforeValidator(_interval), WithJsonSchema(_DURATION_SCHEMA)]
+
+
+def _quantity(value: Any) -> str:
+    if isinstance(value, bool):
+        raise ValueError("expected a Kubernetes quantity such as 8, 500m, 64Gi")
+    text = source_text(value)
+    if text is None:
+        raise ValueError("expected a Kubernetes quantity such as 8, 500m, 64Gi")
+    if not is_quantity(text):
+        raise ValueError("not a Kubernetes quantity; use a number with an optional suffix: 500m, 8, 64Gi, 1e3")
+    if parse_quantity(text) < 0:
+        raise ValueError("must not be negative")
+    return text
+
+
+Quantity = Annotated[
+    str,
+    BeforeValidator(_quantity),
+    WithJsonSchema({"anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": QUANTITY_PATTERN}]}),
+]
+
+
+def _strict_int_count(value: Any) -> Any:
+    """Give YAML 1.1 look-alikes (``0755``, ``1_000``, ``1:4``) a hint instead of a type error."""
+    if isinstance(value, str) and re.match(r"^[-+]?[0-9][0-9_:]*$", value):
+        raise ValueError(
+            f"expected a whole number; YAML readers disagree about {value}, write it in plain decimal"
+        )
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_strict_int_count)]
+
+
+class FieldProblems(ValueError):
+    """Problems found by a model-level check, each with a location relative to the model.
+
+    Pydantic keeps the raised exception in the error's ``ctx``; the compiler's error
+    mapper expands it into one located line per problem.
+    """
+
+    def __init__(self, problems: list[tuple[tuple[str | int, ...], str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{'.'.join(map(str, loc))}: {msg}" for loc, msg in problems))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False)
+
+
+# --------------------------------------------------------------------------- nnodes
+
+
+class NNodes(_Model):
+    """The number of nodes (pods): fixed (``min == max``) or an elastic range."""
+
+    min: int = Field(ge=1, description="Fewest nodes the job runs with.")
+    max: int = Field(ge=1, description="Most nodes the job runs with.")
+
+    @property
+    def elastic(self) -> bool:
+        """True for a range such as 1:4."""
+        return self.min < self.max
+
+    def __str__(self) -> str:
+        return str(self.min) if self.min == self.max else f"{self.min}:{self.max}"
+
+
+_NNODES_HELP = "expected N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 1:4"
+
+
+def _nnodes(value: Any) -> Any:
+    if isinstance(value, NNodes | dict):
+        return value
+    if isinstance(value, bool):
+        raise ValueError(_NNODES_HELP)
+    if isinstance(value, int):
+        lo = hi = int(value)
+    elif isinstance(value, str) and (m := re.match(r"^\s*(\d+)\s*(?::\s*(\d+)\s*)?$", value)):
+        lo, hi = int(m[1]), int(m[2] or m[1])
+    else:
+        raise ValueError(_NNODES_HELP)
+    if lo < 1 or hi < lo:
+        raise ValueError(_NNODES_HELP)
+    if hi > 10_000:
+        raise ValueError("at most 10000 nodes")
+    return {"min": lo, "max": hi}
+
+
+NNodesField = Annotated[
+    NNodes,
+    BeforeValidator(_nnodes),
+    WithJsonSchema(
+        {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\d+(:\d+)?$"}]}
+    ),
+]
+
+
+def _nproc(value: Any) -> Any:
+    if value is None or isinstance(value, str) and value in ("auto", "gpu", "cpu"):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError("must be at least 1, or auto, gpu or cpu")
+        if value > 1024:
+            raise ValueError("at most 1024 processes per node")
+        return int(value)
+    raise ValueError("expected a whole number >= 1, or auto, gpu or cpu")
+
+
+NProc = Annotated[
+    int | Literal["auto", "gpu", "cpu"] | None,
+    BeforeValidator(_nproc),
+    WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"enum": ["auto", "gpu", "cpu"]}]}),
+]
+
+# --------------------------------------------------------------------------- resources
+
+
+def _resource_name(value: Any) -> str:
+    name = _strict_text(value, "a resource name")
+    if name == "ephemeral_storage":
+        return "ephemeral-storage"
+    if name != GPU_KEY and not _RESOURCE_NAME.match(name):
+        close = difflib.get_close_matches(name, ["cpu", "memory", "gpu", "ephemeral-storage"], n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ValueError(
+            f"unknown resource; {hint}use cpu, memory, gpu, ephemeral-storage or a domain-qualified "
+            "extended resource such as amd.com/gpu"
+        )
+    return name
+
+
+ResourceName = Annotated[str, BeforeValidator(_resource_name)]
+ResourceList = dict[ResourceName, Quantity]
+
+
+def is_extended(name: str) -> bool:
+    """Extended resources (GPUs, devices) cannot be overcommitted: request == limit."""
+    return "/" in name and not name.startswith("kubernetes.io/") or name == GPU_KEY
+
+
+class Resources(_Model):
+    """Requests and limits of the training container, per node."""
+
+    requests: ResourceList = Field(
+        default_factory=dict,
+        description="What the scheduler reserves per node (cpu, memory, gpu, ephemeral-storage, extended "
+        "resources). Default: none, the cluster's LimitRange decides. `gpu` means nvidia.com/gpu.",
+    )
+    limits: ResourceList = Field(
+        default_factory=dict,
+        description="Hard caps per node. Default: none. Extended resources (gpu, vendor/device) always get "
+        "limit == request, because Kubernetes requires it.",
+    )
+
+    @model_validator(mode="after")
+    def _extended_equal(self) -> Resources:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        for name in sorted(set(self.requests) & set(self.limits)):
+            request, limit = parse_quantity(self.requests[name]), parse_quantity(self.limits[name])
+            if is_extended(name) and request != limit:
+                problems.append((("limits", name), f"an extended resource needs limit == request ({self.requests[name]})"))
+            elif request > limit:
+                problems.append((("limits", name), f"below the request ({self.requests[name]})"))
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+    def gpus(self) -> int:
+        """Requested NVIDIA GPUs per node (0 when none)."""
+        raw = self.requests.get(GPU_KEY) or self.limits.get(GPU_KEY)
+        return int(parse_quantity(raw)) if raw is not None else 0
+
+    def memory_limit(self) -> Decimal | None:
+        """The memory limit in bytes, if any."""
+        raw = self.limits.get("memory")
+        return parse_quantity(raw) if raw is not None else None
+
+
+# --------------------------------------------------------------------------- rendezvous
+
+
+class Rendezvous(_Model):
+    """torch elastic rendezvous. Timeouts use the c10d keys torch really reads (torch-elastic.md §3)."""
+
+    backend: Literal["c10d", "etcd", "etcd-v2"] = Field(
+        "c10d",
+        description="Rendezvous backend. Default c10d: the store is hosted by one of the agents, no etcd "
+        "server to run; it is what the operator and Flyte use.",
+    )
+    host: Annotated[str | None, _text("rdzv.host")] = Field(
+        None,
+        description="Rendezvous host (elasticPolicy.rdzvHost). Default: unset, so the operator uses "
+        "<name>-worker-0, the pod that hosts the c10d store. Required for etcd backends: your etcd server.",
+    )
+    port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Rendezvous port. Default: 23456 for c10d (the operator's pytorchjob-port, published by "
+        "the job's headless services), 2379 for etcd.",
+    )
+    id: Annotated[str | None, _text("rdzv.id")] = Field(
+        None,
+        description="Run id shared by all pods (elasticPolicy.rdzvId). Default: unset, elastic-launch derives "
+        "<namespace>.<job name> from the pod, so it differs between jobs and never is torch's shared 'none'.",
+    )
+    join_timeout: TimeoutSeconds = Field(
+        900,
+        description="Seconds for all nodes to join a round. Default 900, not torch's 600: a cold node pulls a "
+        "multi-GB image before its agent starts (flytekit's Elastic uses 900 for the same reason).",
+    )
+    last_call_timeout: TimeoutSeconds = Field(
+        30,
+        description="Extra seconds an elastic range waits for more nodes once MIN have joined. Default 30 "
+        "(torch's): long enough for nodes started together, short enough not to stall a shrunk job.",
+    )
+    close_timeout: TimeoutSeconds = Field(30, description="Seconds to close a rendezvous. Default 30 (torch's).")
+    heartbeat_timeout: TimeoutSeconds = Field(
+        5, description="Seconds for one keep-alive operation. Default 5 (torch's)."
+    )
+    read_timeout: TimeoutSeconds = Field(
+        900,
+        description="TCPStore client timeout, connecting included. Default 900, not torch's 60: worker-0 "
+        "hosts the store and its DNS name resolves only once it is Ready, so other pods must outwait its image "
+        "pull (flytekit#3419).",
+    )
+    conf: dict[Annotated[str, _text("a rdzv.conf key")], Annotated[str, _text("a rdzv.conf value")]] = Field(
+        default_factory=dict,
+        description="Other rendezvous settings passed to torch as-is (elasticPolicy.rdzvConf), e.g. is_host, "
+        "store_type, or etcd's protocol. Default: none.",
+    )
+
+    @field_validator("conf")
+    @classmethod
+    def _conf_keys(cls, conf: dict[str, str]) -> dict[str, str]:
+        owned = {"join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout", "read_timeout"}
+        for key in conf:
+            if key in owned:
+                raise ValueError(f"{key}: set rdzv.{key} instead")
+            if key in ("timeout", "heartbeat"):
+                raise ValueError(f"{key}: torch's c10d backend ignores it; use join_timeout or heartbeat_timeout")
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key) or "," in conf[key] or "=" in conf[key]:
+                raise ValueError(f"{key}: keys must be identifiers and values may not contain ',' or '='")
+        return conf
+
+    @model_validator(mode="after")
+    def _etcd_needs_host(self) -> Rendezvous:
+        if self.backend != "c10d" and self.host is None:
+            raise FieldProblems([(("host",), f"the {self.backend} backend needs a host: the address of your etcd server")])
+        return self
+
+    def resolved_port(self) -> int:
+        """The port in use: the explicit one or the backend's default."""
+        if self.port is not None:
+            return self.port
+        return contract.OPERATOR_DEFAULT_PORT if self.backend == "c10d" else 2379
+
+
+# --------------------------------------------------------------------------- env
+
+
+class SecretKeyRef(_Model):
+    """A key of a Secret."""
+
+    name: Annotated[str, _text("name")]
+    key: Annotated[str, _text("key")]
+    optional: bool | None = None
+
+
+class ConfigMapKeyRef(_Model):
+    """A key of a ConfigMap."""
+
+    name: Annotated[str, _text("name")]
+    key: Annotated[str, _text("key")]
+    optional: bool | None = None
+
+
+class FieldRef(_Model):
+    """A field of the pod (downward API)."""
+
+    fieldPath: Annotated[str, _text("fieldPath")]  # noqa: N815 - Kubernetes spelling
+    apiVersion: Annotated[str | None, _text("apiVersion")] = None  # noqa: N815
+
+
+class ResourceFieldRef(_Model):
+    """A resource request or limit of a container (downward API)."""
+
+    resource: Annotated[str, _text("resource")]
+    containerName: Annotated[str | None, _text("containerName")] = None  # noqa: N815
+    divisor: Quantity | None = None
+
+
+class ValueFrom(_Model):
+    """Where an env value comes from: exactly one source."""
+
+    secretKeyRef: SecretKeyRef | None = None  # noqa: N815
+    configMapKeyRef: ConfigMapKeyRef | None = None  # noqa: N815
+    fieldRef: FieldRef | None = None  # noqa: N815
+    resourceFieldRef: ResourceFieldRef | None = None  # noqa: N815
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ValueFrom:
+        if len(self.model_fields_set) != 1:
+            raise ValueError("give exactly one of secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef")
+        return self
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why ``name`` may not be used as an env name, or None."""
+    if not _ENV_NAME.match(name):
+        return "not a valid environment variable name"
+    if name in contract.OPERATOR_ENV_NAMES or name.startswith(contract.OPERATOR_ENV_PREFIX):
+        return (
+            "set by the training operator in every pod; a user value would be duplicated and overridden "
+            "(set topology through nnodes, nproc_per_node and rdzv instead)"
+        )
+    if name.startswith(contract.LAUNCHER_ENV_PREFIX):
+        return "reserved for elastic-launch (the compiler sets these from the downward API)"
+    return None
+
+
+def _env_name(value: Any) -> str:
+    name = _strict_text(value, "an env name")
+    problem = env_name_problem(name)
+    if problem:
+        raise ValueError(problem)
+    return name
+
+
+EnvName = Annotated[str, BeforeValidator(_env_name)]
+
+
+class EnvVar(_Model):
+    """A Kubernetes EnvVar: a literal value or a valueFrom reference."""
+
+    name: EnvName
+    value: Annotated[str | None, _text("an env value")] = None
+    valueFrom: ValueFrom | None = None  # noqa: N815
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvVar:
+        if (self.value is None) == (self.valueFrom is None):
+            raise ValueError("give exactly one of value or valueFrom")
+        return self
+
+
+def _env_kind(value: Any) -> str:
+    return "list" if isinstance(value, list) else "map"
+
+
+EnvMap = dict[EnvName, Annotated[str, _text("an env value")]]
+
+
+def _unique_env(value: Any) -> Any:
+    if isinstance(value, list):
+        seen: set[str] = set()
+        for index, item in enumerate(value):
+            name = item.get("name") if isinstance(item, dict) else None
+            if isinstance(name, str) and name in seen:
+                raise FieldProblems([((index, "name"), "set twice in env")])
+            if isinstance(name, str):
+                seen.add(name)
+    return value
+
+
+Env = Annotated[
+    Annotated[EnvMap, Tag("map")] | Annotated[list[EnvVar], Tag("list")],
+    Discriminator(_env_kind),
+    BeforeValidator(_unique_env),
+]
+
+# --------------------------------------------------------------------------- run policy
+
+
+class Scheduling(_Model):
+    """Gang scheduling (runPolicy.schedulingPolicy); used only when the operator runs a gang scheduler."""
+
+    queue: Annotated[str | None, _text("queue")] = Field(None, description="Volcano/Kueue queue. Default: none.")
+    priority_class: Annotated[str | None, _text("priority_class")] = Field(
+        None, description="PriorityClass of the PodGroup. Default: none."
+    )
+    min_available: int | None = Field(
+        None, ge=1, description="Pods that must be schedulable together. Default: the operator's, all replicas."
+    )
+    schedule_timeout_seconds: int | None = Field(
+        None, ge=1, description="How long the gang may wait to be scheduled. Default: the scheduler's."
+    )
+
+
+class RunPolicy(_Model):
+    """Job-level policy (PyTorchJob runPolicy)."""
+
+    clean_pod_policy: Literal["All", "Running", "None"] = Field(
+        "Running",
+        description="Which pods to delete when the job finishes. Default Running: a finished elastic job "
+        "(success = any worker succeeded) frees the GPUs of pods still in the exit barrier, while completed "
+        "and failed pods stay for their logs. The operator's own default, None, keeps everything.",
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        None, ge=0, description="Delete the job this long after it finishes. Default: keep it."
+    )
+    active_deadline_seconds: int | None = Field(
+        None, ge=1, description="Fail the job after this long. Default: no deadline."
+    )
+    backoff_limit: int | None = Field(
+        None, ge=0, description="Pod restarts allowed before the job fails. Default: the operator's (no limit)."
+    )
+    scheduling: Scheduling | None = Field(None, description="Gang scheduling. Default: none.")
+    suspend: bool = Field(False, description="Create the job suspended (no pods). Default false.")
+
+
+# --------------------------------------------------------------------------- workload
+
+
+class Function(_Model):
+    """A Python function each worker calls (like Flyte's elastic tasks)."""
+
+    target: Annotated[str, _text("function.target")] = Field(
+        description='"package.module:callable", importable in the image.'
+    )
+    args: list[Annotated[str, _text("an argument")]] = Field(
+        default_factory=list, description="String arguments passed positionally. Default: none."
+    )
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        if not _FUNCTION.match(value):
+            raise ValueError('expected "package.module:callable", e.g. trainer.main:train')
+        return value
+
+
+def _function(value: Any) -> Any:
+    return {"target": value} if isinstance(value, str) else value
+
+
+class PodMetadata(_Model):
+    """Labels and annotations for the pods."""
+
+    labels: dict[Annotated[str, _text("a label name")], Annotated[str, _text("a label value")]] = Field(
+        default_factory=dict
+    )
+    annotations: dict[Annotated[str, _text("an annotation name")], Annotated[str, _text("an annotation")]] = (
+        Field(default_factory=dict)
+    )
+
+
+class PodTemplate(_Model):
+    """A fragment of a Kubernetes PodTemplateSpec merged with what the compiler generates."""
+
+    metadata: PodMetadata = Field(default_factory=PodMetadata, description="Pod labels and annotations.")
+    spec: dict[str, Any] = Field(
+        default_factory=dict,
+        description="A PodSpec fragment (camelCase, as in Kubernetes): nodeSelector, tolerations, affinity, "
+        "serviceAccountName, securityContext, volumes, containers. A container named pytorch is merged into the "
+        "training container; other containers are kept as sidecars.",
+    )
+
+    @field_validator("spec")
+    @classmethod
+    def _spec_shape(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        for field in ("containers", "initContainers", "volumes"):
+            items = spec.get(field)
+            if items is None:
+                continue
+            if not isinstance(items, list):
+                problems.append(((field,), "must be a list"))
+                continue
+            names: set[str] = set()
+            for index, item in enumerate(items):
+                if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+                    problems.append(((field, index), "needs a name"))
+                    continue
+                if item["name"] in names:
+                    problems.append(((field, index, "name"), "used twice"))
+                names.add(item["name"])
+                if field == "containers" and item["name"] == contract.TRAINING_CONTAINER:
+                    problems += _training_container_problems(item, index)
+                if field == "volumes" and item["name"] == SHM_VOLUME_NAME:
+                    problems.append(((field, index, "name"), f"{SHM_VOLUME_NAME} is the compiler's /dev/shm volume; "
+                                     "rename yours, or set shared_memory: false"))
+        if "restartPolicy" in spec:
+            problems.append((("restartPolicy",), "set restart_policy at the top level; the operator owns the pod's"))
+        grace = spec.get("terminationGracePeriodSeconds")
+        if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool) or grace < 0):
+            problems.append((("terminationGracePeriodSeconds",), "expected a whole number of seconds"))
+        if problems:
+            raise FieldProblems(problems)
+        return spec
+
+
+# The compiler's /dev/shm volume name (podspec.SHM_VOLUME); kept here so the schema can
+# reject a user volume that would collide with it.
+SHM_VOLUME_NAME = "dshm"
+
+_OWNED = {
+    "image": "set image at the top level",
+    "command": "set command (or function) at the top level; the compiler runs it through elastic-launch",
+    "args": "set command (or function) at the top level; the compiler runs it through elastic-launch",
+    "resources": "set resources at the top level",
+}
+
+
+def _training_container_problems(container: dict[str, Any], index: int) -> list[tuple[tuple[str | int, ...], str]]:
+    problems: list[tuple[tuple[str | int, ...], str]] = [
+        (("containers", index, field), why) for field, why in _OWNED.items() if field in container
+    ]
+    env = container.get("env")
+    if env is not None and not isinstance(env, list):
+        problems.append((("containers", index, "env"), "must be a list of EnvVar entries"))
+    for j, var in enumerate(env if isinstance(env, list) else []):
+        name = var.get("name") if isinstance(var, dict) else None
+        if not isinstance(name, str):
+            problems.append((("containers", index, "env", j), "needs a name"))
+        elif (why := env_name_problem(name)) is not None:
+            problems.append((("containers", index, "env", j, "name"), why))
+    for field in ("volumeMounts", "ports"):
+        items = container.get(field)
+        if items is not None and not (isinstance(items, list) and all(isinstance(i, dict) for i in items)):
+            problems.append((("containers", index, field), "must be a list of mappings"))
+    return problems
+
+
+def _validate_meta_names(mapping: dict[str, str], what: str, check_value: bool) -> None:
+    for key, value in mapping.items():
+        prefix, _, name = key.rpartition("/")
+        if (prefix and not _DNS1123_SUBDOMAIN.match(prefix)) or len(prefix) > 253 or not _LABEL_NAME.match(name) \
+                or len(name) > 63:
+            raise ValueError(f"{key}: not a valid {what} name")
+        if check_value and (len(value) > 63 or not _LABEL_VALUE.match(value)):
+            raise ValueError(
+                f"{key}: label values are at most 63 letters, digits, '-', '_' or '.', starting and ending "
+                "with a letter or digit"
+            )
+
+
+# --------------------------------------------------------------------------- the spec
+
+
+class FlyteTarget(_Model):
+    """Where the Flyte task is registered (used by ``-t flyte``)."""
+
+    project: Annotated[str, _text("flyte.project")] = Field(description="Flyte project.")
+    domain: Annotated[str, _text("flyte.domain")] = Field(description="Flyte domain, e.g. development.")
+    name: Annotated[str | None, _text("flyte.name")] = Field(None, description="Task name. Default: the spec name.")
+    version: Annotated[str, _text("flyte.version")] = Field(description="Task version.")
+
+
+class ElasticSpec(_Model):
+    """elastic.yaml: one distributed PyTorch training job."""
+
+    schema_: Annotated[str | None, _text("$schema")] = Field(
+        None, alias="$schema", description="JSON Schema URL for editors; ignored by the compiler."
+    )
+    name: Annotated[str, _text("name")] = Field(
+        description="Job name: a DNS-1035 label short enough that <name>-worker-<last index> fits 63 characters."
+    )
+    namespace: Annotated[str | None, _text("namespace")] = Field(
+        None, description="Namespace. Default: unset, so kubectl's context (or kustomize) decides."
+    )
+    labels: dict[Annotated[str, _text("a label name")], Annotated[str, _text("a label value")]] = Field(
+        default_factory=dict, description="Labels on the job (not the pods; see pod_template.metadata)."
+    )
+    annotations: dict[Annotated[str, _text("an annotation name")], Annotated[str, _text("an annotation")]] = (
+        Field(default_factory=dict, description="Annotations on the job.")
+    )
+    image: Annotated[str, _text("image")] = Field(description="Container image of the training container.")
+    command: list[Annotated[str, _text("an argument")]] | None = Field(
+        None,
+        description="What each worker runs, as argv (like torchrun's script and args), e.g. "
+        "[python, train.py, --lr, 1e-4]. Give exactly one of command and function.",
+    )
+    function: Annotated[Function | None, BeforeValidator(_function)] = Field(
+        None, description='A Python function each worker calls: "pkg.module:fn" or {target, args}.'
+    )
+    nnodes: NNodesField = Field(
+        default_factory=lambda: NNodes(min=1, max=1),
+        description="Nodes (pods): N, or MIN:MAX for an elastic job. Default 1.",
+    )
+    nproc_per_node: NProc = Field(
+        None,
+        description="Worker processes per node: a number, or auto, gpu, cpu (resolved in the container). "
+        "Default: the GPUs requested per node, else 1, so that each process gets one GPU.",
+    )
+    resources: Resources = Field(default_factory=Resources, description="Requests and limits per node.")
+    shared_memory: Annotated[bool | str, BeforeValidator(lambda v: v if isinstance(v, bool) else _quantity(v))] = (
+        Field(
+            True,
+            description="A memory-backed /dev/shm for the training container. Default true: the container "
+            "runtime's 64 MiB /dev/shm makes DataLoader workers and NCCL die with 'Bus error'. A size such as "
+            "64Gi sets sizeLimit (it counts against the memory limit); false turns it off.",
+            json_schema_extra={"anyOf": [{"type": "boolean"}, {"type": "string", "pattern": QUANTITY_PATTERN}]},
+        )
+    )
+    rdzv: Rendezvous = Field(default_factory=Rendezvous, description="Rendezvous backend and timeouts.")  # type: ignore[arg-type]
+    max_restarts: int = Field(
+        3,
+        ge=0,
+        le=1000,
+        description="Times each node's agent restarts its worker group after a failure. Default 3: losing a "
+        "node or a transient NCCL error costs one restart, and torchrun's 0 turns every blip into a failed job.",
+    )
+    monitor_interval: IntervalSeconds = Field(
+        5.0,
+        description="Seconds between the agent's health checks of its workers. Default 5 (Flyte's): failures "
+        "are noticed within seconds, at a negligible cost.",
+    )
+    start_method: Literal["spawn", "fork", "forkserver"] = Field(
+        "spawn",
+        description="How function-mode workers start. Default spawn: fork is unsafe once CUDA or threads "
+        "exist in the agent.",
+    )
+    shutdown_timeout: TimeoutSeconds = Field(
+        30,
+        description="Seconds workers get between SIGTERM and SIGKILL when the pod stops. Default 30 (torch's); "
+        "the pod's terminationGracePeriodSeconds is set 15 s above it.",
+    )
+    env: Env = Field(
+        default_factory=dict,
+        description="Environment of the training container: a NAME: value map, or a list of Kubernetes EnvVar "
+        "entries (with valueFrom for secrets and field refs).",
+    )
+    restart_policy: Literal["OnFailure", "ExitCode", "Never", "Always"] = Field(
+        "ExitCode",
+        description="What the operator does when a pod fails. Default ExitCode: elastic-launch exits 1-127 for "
+        "errors in your code (the job fails at once) and 128 or more for preemption, lost nodes and "
+        "rendezvous timeouts (the pod is recreated).",
+    )
+    run_policy: RunPolicy = Field(default_factory=RunPolicy, description="Job-level policy.")  # type: ignore[arg-type]
+    pod_template: PodTemplate = Field(
+        default_factory=PodTemplate, description="Kubernetes pod settings merged with what the compiler generates."
+    )
+    istio_sidecar: bool = Field(
+        False,
+        description="Allow Istio's sidecar in the pods. Default false: the sidecar breaks rendezvous "
+        "(kubeflow/trainer#1637), so pods get sidecar.istio.io/inject: \"false\".",
+    )
+    flyte: FlyteTarget | None = Field(None, description="Flyte registration target for -t flyte.")
+    lint: dict[Annotated[str, _text("a lint code")], Literal["ignore"]] = Field(
+        default_factory=dict, description="Lint codes to silence, e.g. {EC104: ignore}."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _DNS1035.match(value):
+            raise ValueError(
+                "not a DNS-1035 label: lower-case letters, digits and '-', starting with a letter and ending "
+                "with a letter or digit"
+            )
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str | None) -> str | None:
+        if value is not None and (not _DNS1123_LABEL.match(value) or len(value) > 63):
+            raise ValueError("not a valid namespace: a DNS-1123 label of at most 63 characters")
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        _validate_meta_names(value, "label", check_value=True)
+        return value
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotations(cls, value: dict[str, str]) -> dict[str, str]:
+        _validate_meta_names(value, "annotation", check_value=False)
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        if not value or any(c.isspace() for c in value) or not value.isprintable():
+            raise ValueError("not an image reference: it must be non-empty with no spaces")
+        return value
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError("expected a list of arguments, e.g. [python, train.py, --lr, 1e-4]")
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not value[0]):
+            raise ValueError("needs at least the program to run, e.g. [python, train.py]")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> ElasticSpec:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        if self.command is None and self.function is None:
+            problems.append((("command",), "give exactly one of command (argv, e.g. [python, train.py]) and "
+                             "function (pkg.module:fn); neither is set"))
+        elif self.command is not None and self.function is not None:
+            problems.append((("function",), "command and function are both set; give exactly one"))
+        limit = 63 - len("-worker-") - len(str(self.nnodes.max - 1))
+        if len(self.name) > limit:
+            problems.append((("name",), f"at most {limit} characters ({len(self.name)} given), so that pod "
+                             f"names up to <name>-worker-{self.nnodes.max - 1} fit in 63"))
+        size = self.shared_memory if isinstance(self.shared_memory, str) else None
+        memory = self.resources.memory_limit()
+        if size is not None and memory is not None and parse_quantity(size) > memory:
+            problems.append((("shared_memory",), f"above the memory limit ({self.resources.limits['memory']}); "
+                             "a memory-backed /dev/shm counts against it"))
+        spec_env = set(self.env) if isinstance(self.env, dict) else {e.name for e in self.env}
+        for i, container in enumerate(self.pod_template.spec.get("containers") or []):
+            if container.get("name") != contract.TRAINING_CONTAINER:
+                continue
+            for j, var in enumerate(container.get("env") or []):
+                if var.get("name") in spec_env:
+                    problems.append((("pod_template", "spec", "containers", i, "env", j, "name"),
+                                     "also set in env; set it in one place"))
+        if problems:
+            raise FieldProblems(problems)
+        if self.nproc_per_node is None:
+            # Filled here so that --explain, the plan and the JSON view all see one value.
+            object.__setattr__(self, "nproc_per_node", self.resources.gpus() or 1)
+        return self
