@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from elastic_compile.contract import TRAINING_CONTAINER
+from elastic_compile.schema.quantity import QUANTITY_PATTERN
 
 if TYPE_CHECKING:
     from referencing import Registry
@@ -62,11 +63,8 @@ _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 # The API server's quantity grammar (the same pattern the PyTorchJob CRD carries).
 # kubernetes-validate types Quantity as plain string|number, so without it "64Gx" in a
-# PodTemplate would pass (tooling.md §1). Kept in step with elastic_compile.schema.quantity.
-_QUANTITY_PATTERN: Final = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
+# PodTemplate would pass (tooling.md §1).
+_QUANTITY_PATTERN: Final = QUANTITY_PATTERN
 
 # RFC 3339 as the API server parses metav1.Time; only status fields use it in our CRDs.
 _DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
