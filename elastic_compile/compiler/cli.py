@@ -34,17 +34,35 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Other commands: 'elastic-compile schema' prints the JSON Schema of elastic.yaml.",
     )
     p.add_argument("specs", nargs="+", metavar="SPEC", help="elastic.yaml files; - reads standard input")
-    p.add_argument("-t", "--target", choices=[*TARGETS, "all"], default="pytorchjob",
-                   help="what to emit (default: pytorchjob)")
+    p.add_argument(
+        "-t",
+        "--target",
+        choices=[*TARGETS, "all"],
+        default="pytorchjob",
+        help="what to emit (default: pytorchjob)",
+    )
     p.add_argument("--format", choices=["yaml", "json"], default="yaml", help="output format (default: yaml)")
-    p.add_argument("-o", "--output", type=Path, metavar="DIR",
-                   help="write one file per resource and a kustomization.yaml into DIR, atomically "
-                        "(several specs: one DIR/<name>/ each)")
-    p.add_argument("--check", nargs="?", const="", default=None, metavar="FILE",
-                   help="compare with what is on disk (DIR from -o, or FILE) and exit 1 with a diff if stale; "
-                        "never writes")
-    p.add_argument("--explain", action="store_true",
-                   help="print the resolved spec: every value, default and where it came from")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="DIR",
+        help="write one file per resource and a kustomization.yaml into DIR, atomically "
+        "(several specs: one DIR/<name>/ each)",
+    )
+    p.add_argument(
+        "--check",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="FILE",
+        help="compare with what is on disk (DIR from -o, or FILE) and exit 1 with a diff if stale; never writes",
+    )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the resolved spec: every value, default and where it came from",
+    )
     p.add_argument("--templates", type=Path, metavar="DIR", help="templates that replace the built-in ones")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version=f"elastic-compile {__version__}")
@@ -78,8 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if debug:
             raise
-        print(f"elastic-compile: internal error: {type(e).__name__}: {e} (rerun with --debug and report it)",
-              file=sys.stderr)
+        print(
+            f"elastic-compile: internal error: {type(e).__name__}: {e} (rerun with --debug and report it)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 

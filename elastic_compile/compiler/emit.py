@@ -38,7 +38,9 @@ _Dumper.add_implicit_resolver(
     list("-+.0123456789"),
 )
 _Dumper.add_implicit_resolver(
-    "tag:yaml.org,2002:int", re.compile(r"^(?:0o[0-7]+|0x[0-9a-fA-F]+|[-+]?[0-9][0-9_]*)$"), list("-+0123456789")
+    "tag:yaml.org,2002:int",
+    re.compile(r"^(?:0o[0-7]+|0x[0-9a-fA-F]+|[-+]?[0-9][0-9_]*)$"),
+    list("-+0123456789"),
 )
 
 
@@ -74,8 +76,14 @@ def plain(data: Any) -> Any:
 def to_yaml(docs: Sequence[Any]) -> str:
     """One or more documents as canonical YAML (``---`` between documents)."""
     parts = [
-        yaml.dump(plain(doc), Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
-                  width=2**31 - 1)
+        yaml.dump(
+            plain(doc),
+            Dumper=_Dumper,
+            sort_keys=False,
+            default_flow_style=False,
+            allow_unicode=True,
+            width=2**31 - 1,
+        )
         for doc in docs
     ]
     return "---\n".join(parts)

@@ -26,7 +26,7 @@ def _default_note(description: str | None) -> str:
     index = (description or "").find("Default")
     if index < 0:
         return "default"
-    rest = (description or "")[index + len("Default"):]
+    rest = (description or "")[index + len("Default") :]
     return "default" + (":" + rest[1:] if rest.startswith(":") else rest)
 
 
@@ -51,10 +51,7 @@ def _lines(model: BaseModel, prefix: tuple[str, ...], compiled: Compiled) -> lis
             continue
         source = _source(compiled, path)
         if source is None:
-            if name in _DERIVED and not prefix:
-                source = _DERIVED[name]
-            else:
-                source = _default_note(field.description)
+            source = _DERIVED[name] if name in _DERIVED and not prefix else _default_note(field.description)
         rows.append((".".join(path), _value(value), source))
     return rows
 
@@ -83,7 +80,8 @@ def explain(compiled: Compiled) -> str:
         else "1 Worker pod, no elasticPolicy: rendezvous on localhost"
     )
     out.append(f"# layout: {layout}; nprocPerNode {plan.nproc_per_node}; restartPolicy {plan.restart_policy}\n")
-    out.append(f"# terminationGracePeriodSeconds: shutdown_timeout + {GRACE_MARGIN_SECONDS} unless the pod "
-               "template sets it\n")
+    out.append(
+        f"# terminationGracePeriodSeconds: shutdown_timeout + {GRACE_MARGIN_SECONDS} unless the pod template sets it\n"
+    )
     out.append("# container command: elastic-launch " + shlex.join(plan.launcher_args) + "\n")
     return "".join(out)

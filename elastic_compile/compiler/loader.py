@@ -105,8 +105,10 @@ class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
         self._depth += 1
         try:
             if self._depth > self._max_depth:
-                raise _LoadLimit(f"nesting deeper than {self._max_depth} levels", self.peek_event().start_mark)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+                event = self.peek_event()  # type: ignore[no-untyped-call]
+                raise _LoadLimit(f"nesting deeper than {self._max_depth} levels", event.start_mark)
+            node: Node | None = super().compose_node(parent, index)
+            return node
         finally:
             self._depth -= 1
 
@@ -134,8 +136,9 @@ class Loaded:
             key_node, node = found
         return node, key_node, True
 
-    def problem(self, path: Sequence[str | int], message: str, *, given: str | None = None,
-                at_key: bool = False) -> Problem:
+    def problem(
+        self, path: Sequence[str | int], message: str, *, given: str | None = None, at_key: bool = False
+    ) -> Problem:
         """A ``Problem`` located at ``path`` (or at the deepest part of it that exists)."""
         node, key_node, exact = self.locate(path)
         mark_node = key_node if (at_key or not exact) and key_node is not None else node
@@ -194,9 +197,7 @@ class _Builder:
     def build(self, node: Node) -> Any:
         self.count += 1
         if self.count > MAX_VALUES:
-            raise _LoadLimit(
-                f"the document expands to more than {MAX_VALUES} values (an alias bomb?)", node
-            )
+            raise _LoadLimit(f"the document expands to more than {MAX_VALUES} values (an alias bomb?)", node)
         if node.tag not in _ALLOWED_TAGS:
             self._problem(node, "YAML tags other than the standard ones are not allowed", node.tag)
             return None
@@ -274,8 +275,9 @@ def load_text(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_de
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
             line, col = _position(raw, e.start)
-            raise SpecError([Problem(file, line, col, "spec", "file is not valid UTF-8",
-                                     repr(raw[e.start:e.start + 4]))]) from e
+            raise SpecError(
+                [Problem(file, line, col, "spec", "file is not valid UTF-8", repr(raw[e.start : e.start + 4]))]
+            ) from e
     else:
         text = raw
     try:

@@ -54,8 +54,9 @@ def directory_files(compiled: Sequence[Compiled], fmt: str, *, several: bool) ->
     for c in compiled:
         where = c.loaded.file if c.loaded else c.spec.name
         if c.spec.name in seen:
-            raise WriteError(f"{where}: name {c.spec.name} is also used by {seen[c.spec.name]}; "
-                             "each spec needs its own directory")
+            raise WriteError(
+                f"{where}: name {c.spec.name} is also used by {seen[c.spec.name]}; each spec needs its own directory"
+            )
         seen[c.spec.name] = where
         for rel, text in _base_files(c, fmt).items():
             files[f"{c.spec.name}/{rel}"] = text
@@ -108,10 +109,11 @@ def diff_file(path: Path, text: str) -> str:
 
 def diff_directory(target: Path, files: dict[str, str]) -> str:
     """Unified diff from ``target`` on disk to ``files``, including files that would vanish."""
-    on_disk = {
-        str(p.relative_to(target)): p.read_text(encoding="utf-8")
-        for p in sorted(target.rglob("*")) if p.is_file()
-    } if target.is_dir() else {}
+    on_disk = (
+        {str(p.relative_to(target)): p.read_text(encoding="utf-8") for p in sorted(target.rglob("*")) if p.is_file()}
+        if target.is_dir()
+        else {}
+    )
     out = []
     for rel in sorted(set(on_disk) | set(files)):
         old, new = on_disk.get(rel, ""), files.get(rel, "")

@@ -86,22 +86,31 @@ def plan_outputs(plan: Plan, targets: Sequence[str], template_dir: Path | None =
     return tuple(outputs)
 
 
-def compile_spec(spec: ElasticSpec, targets: Sequence[str] = ("pytorchjob",), template_dir: Path | None = None,
-                 loaded: Loaded | None = None) -> Compiled:
+def compile_spec(
+    spec: ElasticSpec,
+    targets: Sequence[str] = ("pytorchjob",),
+    template_dir: Path | None = None,
+    loaded: Loaded | None = None,
+) -> Compiled:
     """Compile a validated spec."""
     plan = spec_to_plan(spec)
     return Compiled(loaded, spec, plan, plan_outputs(plan, targets, template_dir))
 
 
-def compile_path(path: str | Path, targets: Sequence[str] = ("pytorchjob",),
-                 template_dir: Path | None = None) -> Compiled:
+def compile_path(
+    path: str | Path, targets: Sequence[str] = ("pytorchjob",), template_dir: Path | None = None
+) -> Compiled:
     """Compile the spec file at ``path`` (``-`` for stdin). Raises ``SpecError`` on bad input."""
     loaded = load_file(path)
     return compile_spec(validate(loaded), targets, template_dir, loaded)
 
 
-def compile_text(text: str | bytes, file: str = "<string>", targets: Sequence[str] = ("pytorchjob",),
-                 template_dir: Path | None = None) -> Compiled:
+def compile_text(
+    text: str | bytes,
+    file: str = "<string>",
+    targets: Sequence[str] = ("pytorchjob",),
+    template_dir: Path | None = None,
+) -> Compiled:
     """Compile spec text (used by tests and the fuzzer)."""
     loaded = load_text(text, file)
     return compile_spec(validate(loaded), targets, template_dir, loaded)

@@ -151,6 +151,8 @@ def spec_to_plan(spec: ElasticSpec) -> Plan:
         nproc_per_node=str(spec.nproc_per_node),
         elastic_policy=elastic_policy(spec),
         run_policy=run_policy(spec),
-        pod_template=build_pod_template(spec, [contract.LAUNCHER], list(args), spec.shutdown_timeout + GRACE_MARGIN_SECONDS),
+        pod_template=build_pod_template(
+            spec, [contract.LAUNCHER], list(args), spec.shutdown_timeout + GRACE_MARGIN_SECONDS
+        ),
         launcher_args=args,
     )

@@ -117,9 +117,7 @@ def training_container(
     return container, add_shm
 
 
-def build_pod_template(
-    spec: ElasticSpec, command: list[str], args: list[str], grace_seconds: int
-) -> dict[str, Any]:
+def build_pod_template(spec: ElasticSpec, command: list[str], args: list[str], grace_seconds: int) -> dict[str, Any]:
     """The PodTemplateSpec of every worker."""
     user_spec: dict[str, Any] = copy.deepcopy(spec.pod_template.spec)
     user_containers: list[dict[str, Any]] = user_spec.pop("containers", None) or []

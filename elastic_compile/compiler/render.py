@@ -99,8 +99,9 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
         loaded = load_text(text, f"<{where}>", max_bytes=_OUTPUT_MAX_BYTES, max_depth=_OUTPUT_MAX_DEPTH)
     except SpecError as e:
         first = e.problems[0]
-        raise CompileError(where, f"output is not valid YAML at line {first.line}, column {first.col}: "
-                           f"{first.message}") from e
+        raise CompileError(
+            where, f"output is not valid YAML at line {first.line}, column {first.col}: {first.message}"
+        ) from e
     if not isinstance(loaded.data, dict):
         raise CompileError(where, "output is not a YAML mapping")
     return loaded.data

@@ -115,7 +115,7 @@ def _message(err: Any, loaded: Loaded, path: list[str | int]) -> str:
         return f"must be {ops[kind]} {bound}"
     if kind == "value_error":
         return str(err["ctx"]["error"])
-    message = _TYPE_MESSAGES.get(kind, err["msg"])
+    message: str = _TYPE_MESSAGES.get(kind, err["msg"])
     node, _, exact = loaded.locate(path)
     if exact and isinstance(node, ScalarNode) and node.style is None and YAML11_SURPRISE.match(node.value):
         message += f"; YAML 1.1 readers give {node.value} another meaning, so write the value you mean"
@@ -128,8 +128,7 @@ def validate(loaded: Loaded) -> ElasticSpec:
     """Validate loaded data as an ElasticSpec; raise ``SpecError`` with every problem."""
     if not isinstance(loaded.data, dict):
         kind = _kind_of(loaded.root) or "a single value"
-        raise SpecError([loaded.problem([], f"expected a mapping of fields at the top level, not {kind}",
-                                        given=None)])
+        raise SpecError([loaded.problem([], f"expected a mapping of fields at the top level, not {kind}", given=None)])
     try:
         return ElasticSpec.model_validate(loaded.data)
     except ValidationError as e:

@@ -10,6 +10,7 @@ durations, quantities, the two ``env`` forms) are parsed once, here, in validato
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from decimal import Decimal
 from typing import Annotated, Any, Literal
@@ -82,7 +83,7 @@ def parse_duration(value: Any) -> float:
         if isinstance(value, str) and re.match(r"^\d+:\d+(:\d+)?$", value):
             hint = f"; YAML 1.1 reads {value} as base-60 seconds, write it as 1h30m, 15m or 90s"
         raise ValueError(f"expected seconds (e.g. 900) or a duration such as 15m or 1h30m{hint}")
-    if not seconds == seconds or seconds in (float("inf"), float("-inf")):  # NaN or infinite
+    if math.isnan(seconds) or seconds in (float("inf"), float("-inf")):  # NaN or infinite
         raise ValueError("must be a finite number of seconds")
     if seconds < 0:
         raise ValueError("must not be negative")
@@ -138,9 +139,7 @@ Quantity = Annotated[
 def _strict_int_count(value: Any) -> Any:
     """Give YAML 1.1 look-alikes (``0755``, ``1_000``, ``1:4``) a hint instead of a type error."""
     if isinstance(value, str) and re.match(r"^[-+]?[0-9][0-9_:]*$", value):
-        raise ValueError(
-            f"expected a whole number; YAML readers disagree about {value}, write it in plain decimal"
-        )
+        raise ValueError(f"expected a whole number; YAML readers disagree about {value}, write it in plain decimal")
     return value
 
 
@@ -205,14 +204,12 @@ def _nnodes(value: Any) -> Any:
 NNodesField = Annotated[
     NNodes,
     BeforeValidator(_nnodes),
-    WithJsonSchema(
-        {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\d+(:\d+)?$"}]}
-    ),
+    WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\d+(:\d+)?$"}]}),
 ]
 
 
 def _nproc(value: Any) -> Any:
-    if value is None or isinstance(value, str) and value in ("auto", "gpu", "cpu"):
+    if value is None or (isinstance(value, str) and value in ("auto", "gpu", "cpu")):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
@@ -252,7 +249,7 @@ ResourceList = dict[ResourceName, Quantity]
 
 def is_extended(name: str) -> bool:
     """Extended resources (GPUs, devices) cannot be overcommitted: request == limit."""
-    return "/" in name and not name.startswith("kubernetes.io/") or name == GPU_KEY
+    return ("/" in name and not name.startswith("kubernetes.io/")) or name == GPU_KEY
 
 
 class Resources(_Model):
@@ -275,7 +272,9 @@ class Resources(_Model):
         for name in sorted(set(self.requests) & set(self.limits)):
             request, limit = parse_quantity(self.requests[name]), parse_quantity(self.limits[name])
             if is_extended(name) and request != limit:
-                problems.append((("limits", name), f"an extended resource needs limit == request ({self.requests[name]})"))
+                problems.append(
+                    (("limits", name), f"an extended resource needs limit == request ({self.requests[name]})")
+                )
             elif request > limit:
                 problems.append((("limits", name), f"below the request ({self.requests[name]})"))
         if problems:
@@ -351,19 +350,24 @@ class Rendezvous(_Model):
     @classmethod
     def _conf_keys(cls, conf: dict[str, str]) -> dict[str, str]:
         owned = {"join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout", "read_timeout"}
-        for key in conf:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        for key, value in conf.items():
             if key in owned:
-                raise ValueError(f"{key}: set rdzv.{key} instead")
-            if key in ("timeout", "heartbeat"):
-                raise ValueError(f"{key}: torch's c10d backend ignores it; use join_timeout or heartbeat_timeout")
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key) or "," in conf[key] or "=" in conf[key]:
-                raise ValueError(f"{key}: keys must be identifiers and values may not contain ',' or '='")
+                problems.append(((key,), f"set rdzv.{key} instead"))
+            elif key in ("timeout", "heartbeat"):
+                problems.append(((key,), "torch's c10d backend ignores it; use join_timeout or heartbeat_timeout"))
+            elif not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key) or "," in value or "=" in value:
+                problems.append(((key,), "keys must be identifiers and values may not contain ',' or '='"))
+        if problems:
+            raise FieldProblems(problems)
         return conf
 
     @model_validator(mode="after")
     def _etcd_needs_host(self) -> Rendezvous:
         if self.backend != "c10d" and self.host is None:
-            raise FieldProblems([(("host",), f"the {self.backend} backend needs a host: the address of your etcd server")])
+            raise FieldProblems(
+                [(("host",), f"the {self.backend} backend needs a host: the address of your etcd server")]
+            )
         return self
 
     def resolved_port(self) -> int:
@@ -395,25 +399,25 @@ class ConfigMapKeyRef(_Model):
 class FieldRef(_Model):
     """A field of the pod (downward API)."""
 
-    fieldPath: Annotated[str, _text("fieldPath")]  # noqa: N815 - Kubernetes spelling
-    apiVersion: Annotated[str | None, _text("apiVersion")] = None  # noqa: N815
+    fieldPath: Annotated[str, _text("fieldPath")]
+    apiVersion: Annotated[str | None, _text("apiVersion")] = None
 
 
 class ResourceFieldRef(_Model):
     """A resource request or limit of a container (downward API)."""
 
     resource: Annotated[str, _text("resource")]
-    containerName: Annotated[str | None, _text("containerName")] = None  # noqa: N815
+    containerName: Annotated[str | None, _text("containerName")] = None
     divisor: Quantity | None = None
 
 
 class ValueFrom(_Model):
     """Where an env value comes from: exactly one source."""
 
-    secretKeyRef: SecretKeyRef | None = None  # noqa: N815
-    configMapKeyRef: ConfigMapKeyRef | None = None  # noqa: N815
-    fieldRef: FieldRef | None = None  # noqa: N815
-    resourceFieldRef: ResourceFieldRef | None = None  # noqa: N815
+    secretKeyRef: SecretKeyRef | None = None
+    configMapKeyRef: ConfigMapKeyRef | None = None
+    fieldRef: FieldRef | None = None
+    resourceFieldRef: ResourceFieldRef | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ValueFrom:
@@ -452,7 +456,7 @@ class EnvVar(_Model):
 
     name: EnvName
     value: Annotated[str | None, _text("an env value")] = None
-    valueFrom: ValueFrom | None = None  # noqa: N815
+    valueFrom: ValueFrom | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> EnvVar:
@@ -497,7 +501,9 @@ class Scheduling(_Model):
         None, description="PriorityClass of the PodGroup. Default: none."
     )
     min_available: int | None = Field(
-        None, ge=1, description="Pods that must be schedulable together. Default: the operator's, all replicas."
+        None,
+        ge=1,
+        description="Pods that must be schedulable together. Default: the operator's, all replicas.",
     )
     schedule_timeout_seconds: int | None = Field(
         None, ge=1, description="How long the gang may wait to be scheduled. Default: the scheduler's."
@@ -520,7 +526,9 @@ class RunPolicy(_Model):
         None, ge=1, description="Fail the job after this long. Default: no deadline."
     )
     backoff_limit: int | None = Field(
-        None, ge=0, description="Pod restarts allowed before the job fails. Default: the operator's (no limit)."
+        None,
+        ge=0,
+        description="Pod restarts allowed before the job fails. Default: the operator's (no limit).",
     )
     scheduling: Scheduling | None = Field(None, description="Gang scheduling. Default: none.")
     suspend: bool = Field(False, description="Create the job suspended (no pods). Default false.")
@@ -557,8 +565,8 @@ class PodMetadata(_Model):
     labels: dict[Annotated[str, _text("a label name")], Annotated[str, _text("a label value")]] = Field(
         default_factory=dict
     )
-    annotations: dict[Annotated[str, _text("an annotation name")], Annotated[str, _text("an annotation")]] = (
-        Field(default_factory=dict)
+    annotations: dict[Annotated[str, _text("an annotation name")], Annotated[str, _text("an annotation")]] = Field(
+        default_factory=dict
     )
 
 
@@ -595,8 +603,13 @@ class PodTemplate(_Model):
                 if field == "containers" and item["name"] == contract.TRAINING_CONTAINER:
                     problems += _training_container_problems(item, index)
                 if field == "volumes" and item["name"] == SHM_VOLUME_NAME:
-                    problems.append(((field, index, "name"), f"{SHM_VOLUME_NAME} is the compiler's /dev/shm volume; "
-                                     "rename yours, or set shared_memory: false"))
+                    problems.append(
+                        (
+                            (field, index, "name"),
+                            f"{SHM_VOLUME_NAME} is the compiler's /dev/shm volume; "
+                            "rename yours, or set shared_memory: false",
+                        )
+                    )
         if "restartPolicy" in spec:
             problems.append((("restartPolicy",), "set restart_policy at the top level; the operator owns the pod's"))
         grace = spec.get("terminationGracePeriodSeconds")
@@ -642,8 +655,12 @@ def _training_container_problems(container: dict[str, Any], index: int) -> list[
 def _validate_meta_names(mapping: dict[str, str], what: str, check_value: bool) -> None:
     for key, value in mapping.items():
         prefix, _, name = key.rpartition("/")
-        if (prefix and not _DNS1123_SUBDOMAIN.match(prefix)) or len(prefix) > 253 or not _LABEL_NAME.match(name) \
-                or len(name) > 63:
+        if (
+            (prefix and not _DNS1123_SUBDOMAIN.match(prefix))
+            or len(prefix) > 253
+            or not _LABEL_NAME.match(name)
+            or len(name) > 63
+        ):
             raise ValueError(f"{key}: not a valid {what} name")
         if check_value and (len(value) > 63 or not _LABEL_VALUE.match(value)):
             raise ValueError(
@@ -679,8 +696,8 @@ class ElasticSpec(_Model):
     labels: dict[Annotated[str, _text("a label name")], Annotated[str, _text("a label value")]] = Field(
         default_factory=dict, description="Labels on the job (not the pods; see pod_template.metadata)."
     )
-    annotations: dict[Annotated[str, _text("an annotation name")], Annotated[str, _text("an annotation")]] = (
-        Field(default_factory=dict, description="Annotations on the job.")
+    annotations: dict[Annotated[str, _text("an annotation name")], Annotated[str, _text("an annotation")]] = Field(
+        default_factory=dict, description="Annotations on the job."
     )
     image: Annotated[str, _text("image")] = Field(description="Container image of the training container.")
     command: list[Annotated[str, _text("an argument")]] | None = Field(
@@ -701,16 +718,14 @@ class ElasticSpec(_Model):
         "Default: the GPUs requested per node, else 1, so that each process gets one GPU.",
     )
     resources: Resources = Field(default_factory=Resources, description="Requests and limits per node.")
-    shared_memory: Annotated[bool | str, BeforeValidator(lambda v: v if isinstance(v, bool) else _quantity(v))] = (
-        Field(
-            True,
-            description="A memory-backed /dev/shm for the training container. Default true: the container "
-            "runtime's 64 MiB /dev/shm makes DataLoader workers and NCCL die with 'Bus error'. A size such as "
-            "64Gi sets sizeLimit (it counts against the memory limit); false turns it off.",
-            json_schema_extra={"anyOf": [{"type": "boolean"}, {"type": "string", "pattern": QUANTITY_PATTERN}]},
-        )
+    shared_memory: Annotated[bool | str, BeforeValidator(lambda v: v if isinstance(v, bool) else _quantity(v))] = Field(
+        True,
+        description="A memory-backed /dev/shm for the training container. Default true: the container "
+        "runtime's 64 MiB /dev/shm makes DataLoader workers and NCCL die with 'Bus error'. A size such as "
+        "64Gi sets sizeLimit (it counts against the memory limit); false turns it off.",
+        json_schema_extra={"anyOf": [{"type": "boolean"}, {"type": "string", "pattern": QUANTITY_PATTERN}]},
     )
-    rdzv: Rendezvous = Field(default_factory=Rendezvous, description="Rendezvous backend and timeouts.")  # type: ignore[arg-type]
+    rdzv: Rendezvous = Field(default_factory=Rendezvous, description="Rendezvous backend and timeouts.")
     max_restarts: int = Field(
         3,
         ge=0,
@@ -744,14 +759,15 @@ class ElasticSpec(_Model):
         "errors in your code (the job fails at once) and 128 or more for preemption, lost nodes and "
         "rendezvous timeouts (the pod is recreated).",
     )
-    run_policy: RunPolicy = Field(default_factory=RunPolicy, description="Job-level policy.")  # type: ignore[arg-type]
+    run_policy: RunPolicy = Field(default_factory=RunPolicy, description="Job-level policy.")
     pod_template: PodTemplate = Field(
-        default_factory=PodTemplate, description="Kubernetes pod settings merged with what the compiler generates."
+        default_factory=PodTemplate,
+        description="Kubernetes pod settings merged with what the compiler generates.",
     )
     istio_sidecar: bool = Field(
         False,
         description="Allow Istio's sidecar in the pods. Default false: the sidecar breaks rendezvous "
-        "(kubeflow/trainer#1637), so pods get sidecar.istio.io/inject: \"false\".",
+        '(kubeflow/trainer#1637), so pods get sidecar.istio.io/inject: "false".',
     )
     flyte: FlyteTarget | None = Field(None, description="Flyte registration target for -t flyte.")
     lint: dict[Annotated[str, _text("a lint code")], Literal["ignore"]] = Field(
@@ -812,27 +828,46 @@ class ElasticSpec(_Model):
     def _cross_field(self) -> ElasticSpec:
         problems: list[tuple[tuple[str | int, ...], str]] = []
         if self.command is None and self.function is None:
-            problems.append((("command",), "give exactly one of command (argv, e.g. [python, train.py]) and "
-                             "function (pkg.module:fn); neither is set"))
+            problems.append(
+                (
+                    ("command",),
+                    "give exactly one of command (argv, e.g. [python, train.py]) and "
+                    "function (pkg.module:fn); neither is set",
+                )
+            )
         elif self.command is not None and self.function is not None:
             problems.append((("function",), "command and function are both set; give exactly one"))
         limit = 63 - len("-worker-") - len(str(self.nnodes.max - 1))
         if len(self.name) > limit:
-            problems.append((("name",), f"at most {limit} characters ({len(self.name)} given), so that pod "
-                             f"names up to <name>-worker-{self.nnodes.max - 1} fit in 63"))
+            problems.append(
+                (
+                    ("name",),
+                    f"at most {limit} characters ({len(self.name)} given), so that pod "
+                    f"names up to <name>-worker-{self.nnodes.max - 1} fit in 63",
+                )
+            )
         size = self.shared_memory if isinstance(self.shared_memory, str) else None
         memory = self.resources.memory_limit()
         if size is not None and memory is not None and parse_quantity(size) > memory:
-            problems.append((("shared_memory",), f"above the memory limit ({self.resources.limits['memory']}); "
-                             "a memory-backed /dev/shm counts against it"))
+            problems.append(
+                (
+                    ("shared_memory",),
+                    f"above the memory limit ({self.resources.limits['memory']}); "
+                    "a memory-backed /dev/shm counts against it",
+                )
+            )
         spec_env = set(self.env) if isinstance(self.env, dict) else {e.name for e in self.env}
         for i, container in enumerate(self.pod_template.spec.get("containers") or []):
             if container.get("name") != contract.TRAINING_CONTAINER:
                 continue
             for j, var in enumerate(container.get("env") or []):
                 if var.get("name") in spec_env:
-                    problems.append((("pod_template", "spec", "containers", i, "env", j, "name"),
-                                     "also set in env; set it in one place"))
+                    problems.append(
+                        (
+                            ("pod_template", "spec", "containers", i, "env", j, "name"),
+                            "also set in env; set it in one place",
+                        )
+                    )
         if problems:
             raise FieldProblems(problems)
         if self.nproc_per_node is None:

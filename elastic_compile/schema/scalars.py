@@ -14,7 +14,7 @@ class SourceInt(int):
 
     text: str
 
-    def __new__(cls, value: int, text: str) -> SourceInt:  # noqa: D102
+    def __new__(cls, value: int, text: str) -> SourceInt:
         self = super().__new__(cls, value)
         self.text = text
         return self
@@ -25,7 +25,7 @@ class SourceFloat(float):
 
     text: str
 
-    def __new__(cls, value: float, text: str) -> SourceFloat:  # noqa: D102
+    def __new__(cls, value: float, text: str) -> SourceFloat:
         self = super().__new__(cls, value)
         self.text = text
         return self
