@@ -44,10 +44,18 @@ _Dumper.add_implicit_resolver(
 )
 
 
+# YAML 1.1 treats NEL, LS and PS as line breaks, and PyYAML writes them raw in plain and
+# single-quoted scalars, where readers fold them into spaces. Double quotes escape them.
+_FOLDED_BREAKS = re.compile("[\x85\u2028\u2029]")
+
+
 def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
     # Multi-line strings read best as literal blocks; PyYAML falls back to quotes when a
     # literal block cannot represent the value exactly (trailing spaces, special characters).
-    style = "|" if "\n" in data else None
+    if _FOLDED_BREAKS.search(data):
+        style: str | None = '"'
+    else:
+        style = "|" if "\n" in data else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 

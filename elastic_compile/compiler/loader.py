@@ -68,6 +68,9 @@ YAML11_SURPRISE = re.compile(
 )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class _Resolver(BaseResolver):
     """Implicit tags for plain scalars: YAML 1.2 core, see the module docstring."""
 
@@ -211,6 +214,14 @@ class _Builder:
 
     def _scalar(self, node: ScalarNode) -> Any:
         text, tag = node.value, node.tag
+        if _SURROGATE.search(text):
+            # JSON writes astral characters as \ud83d\ude00 pairs, which PyYAML decodes
+            # into two lone surrogates; join them back, and reject a truly lone one.
+            try:
+                text = text.encode("utf-16", "surrogatepass").decode("utf-16")
+            except UnicodeDecodeError:
+                self._problem(node, "invalid \\u escape: a lone UTF-16 surrogate")
+                return None
         if tag in (_STR, "!"):
             return text
         if tag == _NULL and _NULL_RE.match(text):

@@ -54,9 +54,16 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["tojson"] = json_text
-    env.filters["to_yaml"] = json_text
+    env.filters["tojson"] = _value_filter
+    env.filters["to_yaml"] = _value_filter
     return env
+
+
+def _value_filter(value: Any) -> str:
+    # A filter receives StrictUndefined without touching it; make it raise as printing would.
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    return json_text(value)
 
 
 @lru_cache(maxsize=8)

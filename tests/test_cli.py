@@ -1,0 +1,115 @@
+"""The command line: streams, formats, directories written atomically, --check, exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from elastic_compile import __version__
+from elastic_compile.compiler.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = str(ROOT / "examples" / "ddp-2x8-gpu.yaml")
+MINIMAL = str(ROOT / "examples" / "minimal.yaml")
+
+
+def test_stdout_is_the_pytorchjob(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([EXAMPLE]) == 0
+    out, err = capsys.readouterr()
+    doc = yaml.safe_load(out)
+    assert (doc["kind"], err) == ("PyTorchJob", "")
+
+
+def test_all_targets_and_json_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([EXAMPLE, "-t", "all", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kind"] == "List"
+    assert [i["kind"] for i in doc["items"]][:2] == ["PyTorchJob", "PodTemplate"]
+
+
+def test_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(Path(MINIMAL).read_bytes())))
+    assert main(["-"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["metadata"]["name"] == "minimal"
+
+
+def test_version() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "elastic_compile.compiler.cli", "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == f"elastic-compile {__version__}"
+
+
+def test_output_directory_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = tmp_path / "base"
+    assert main([EXAMPLE, "-t", "all", "-o", str(base)]) == 0
+    names = sorted(p.name for p in base.iterdir())
+    assert names[:3] == ["kustomization.yaml", "podtemplate.yaml", "pytorchjob.yaml"]
+    assert main([EXAMPLE, "-t", "all", "-o", str(base), "--check"]) == 0
+    assert capsys.readouterr().out == ""
+    (base / "pytorchjob.yaml").write_text((base / "pytorchjob.yaml").read_text().replace("'8'", "'4'"))
+    before = {p: p.read_bytes() for p in base.iterdir()}
+    assert main([EXAMPLE, "-t", "all", "-o", str(base), "--check"]) == 1
+    out, err = capsys.readouterr()
+    assert "-  nprocPerNode: '4'" in out and "+  nprocPerNode: '8'" in out and "stale" in err
+    assert {p: p.read_bytes() for p in base.iterdir()} == before  # --check never writes
+
+
+def test_check_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "job.yaml"
+    assert main([EXAMPLE]) == 0
+    target.write_text(capsys.readouterr().out)
+    assert main([EXAMPLE, "--check", str(target)]) == 0
+    assert main([MINIMAL, "--check", str(target)]) == 1
+    assert "@@" in capsys.readouterr().out
+
+
+def test_bad_spec_in_a_batch_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main([EXAMPLE, MINIMAL, "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["llm-finetune", "minimal"]
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nimage: x\n")
+    assert main([EXAMPLE, str(bad), "-o", str(out)]) == 2
+    assert f"{bad}:1:1: command:" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left behind
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
+def test_read_only_parent_keeps_old_contents(tmp_path: Path) -> None:
+    out = tmp_path / "ro" / "base"
+    assert main([EXAMPLE, "-o", str(out)]) == 0
+    (tmp_path / "ro").chmod(0o555)
+    try:
+        assert main([MINIMAL, "-o", str(out)]) == 2
+        assert "llm-finetune" in (out / "pytorchjob.yaml").read_text()
+    finally:
+        (tmp_path / "ro").chmod(0o755)
+
+
+def test_internal_errors_are_one_line_without_debug(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    templates = tmp_path / "t"
+    templates.mkdir()
+    (templates / "pytorchjob.yaml.j2").write_text("apiVersion: {{ plan.name | tojson }}\nkind: [\n")
+    assert main([EXAMPLE, "--templates", str(templates)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pytorchjob.yaml.j2" in err and "not valid YAML" in err
+    with pytest.raises(Exception, match="not valid YAML"):
+        main([EXAMPLE, "--templates", str(templates), "--debug"])
+
+
+def test_explain_names_sources(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([EXAMPLE, "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "rdzv.join_timeout: 900" in out and "ddp-2x8-gpu.yaml:13" in out
+    assert "rdzv.read_timeout: 900" in out and "default 900, not torch's 60" in out
+    assert "nproc_per_node: 8" in out and "derived" in out

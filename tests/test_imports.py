@@ -1,0 +1,34 @@
+"""The compile path stays light: no torch, kubernetes client, flytekit or flyteidl."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "kubernetes", "flytekit", "flyteidl", "jsonschema", "kubernetes_validate")
+
+
+def _modules_after(code: str) -> set[str]:
+    probe = code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_compile_imports_no_heavy_module() -> None:
+    loaded = _modules_after(
+        "import io, contextlib\n"
+        "from elastic_compile.compiler.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['examples/ddp-2x8-gpu.yaml', '-t', 'all']) == 0\n"
+    )
+    heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
+    assert heavy == [], f"the compile path imported {heavy}"
+    assert "jinja2" in loaded and "pydantic" in loaded  # the probe really compiled
+
+
+def test_entrypoint_contract_is_stdlib_only() -> None:
+    loaded = _modules_after("import elastic_compile.contract")
+    assert not {m.split(".")[0] for m in loaded} & {"jinja2", "pydantic", "yaml", *HEAVY}

@@ -1,0 +1,121 @@
+"""The loader: YAML 1.2 meanings, no silent YAML 1.1 reinterpretation, and limits under attack."""
+
+from __future__ import annotations
+
+import resource
+import time
+
+import pytest
+
+from elastic_compile.compiler.errors import SpecError
+from elastic_compile.compiler.loader import MAX_BYTES, load_text
+from elastic_compile.compiler.pipeline import compile_text
+
+BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
+
+
+def _problems(text: str | bytes) -> list[str]:
+    with pytest.raises(SpecError) as e:
+        compile_text(text, "s.yaml")
+    return [str(p) for p in e.value.problems]
+
+
+@pytest.mark.parametrize(
+    ("written", "meaning"),
+    [("1:4", (1, 4)), ('"1:4"', (1, 4)), ("2", (2, 2)), ("'3'", (3, 3)), ("1 : 2", None)],
+)
+def test_nnodes_range_never_base60(written: str, meaning: tuple[int, int] | None) -> None:
+    if meaning is None:
+        assert _problems(BASE + f"nnodes: {written}\n")
+        return
+    spec = compile_text(BASE + f"nnodes: {written}\n", "s.yaml").spec
+    assert (spec.nnodes.min, spec.nnodes.max) == meaning
+
+
+@pytest.mark.parametrize(
+    ("field", "written", "fragment"),
+    [
+        ("max_restarts", "0755", "YAML 1.1 readers give 0755 another meaning"),
+        ("max_restarts", "1_000", "YAML 1.1 readers give 1_000 another meaning"),
+        ("max_restarts", "1:30", "YAML 1.1 readers give 1:30 another meaning"),
+        ("istio_sidecar", "yes", "YAML 1.1 readers give yes another meaning"),
+        ("istio_sidecar", "on", "YAML 1.1 readers give on another meaning"),
+        ("istio_sidecar", "No", "YAML 1.1 readers give No another meaning"),
+        ("monitor_interval", "1:30", "base-60"),
+        ("shutdown_timeout", "0:30", "base-60"),
+        ("shared_memory", "yes", "not a Kubernetes quantity"),
+        ("nproc_per_node", "0o17", None),
+    ],
+)
+def test_yaml11_lookalikes_in_numbers_and_bools_are_errors(field: str, written: str, fragment: str | None) -> None:
+    if fragment is None:  # 0o17 is YAML 1.2 octal: 15, and YAML 1.1 would read a string
+        assert compile_text(BASE + f"{field}: {written}\n", "s.yaml").spec.nproc_per_node == 15
+        return
+    [line] = _problems(BASE + f"{field}: {written}\n")
+    assert line.startswith(f"s.yaml:4:{len(field) + 3}: {field}: ")
+    assert fragment in line and line.endswith(f"(given: {written})")
+
+
+@pytest.mark.parametrize("written", ["on", "no", "0755", "1:30", "1e-4", "1.10", "1_000", "0x1F", ".inf", "~x"])
+def test_yaml11_lookalikes_in_strings_keep_the_text(written: str) -> None:
+    compiled = compile_text(BASE.replace("t.py]", f"t.py, {written}]") + f"env: {{V: {written}}}\n", "s.yaml")
+    assert compiled.spec.command == ["python", "t.py", written]
+    assert compiled.spec.env == {"V": written}
+
+
+@pytest.mark.parametrize("written", ["true", "null", "~", "False"])
+def test_booleans_and_nulls_in_strings_must_be_quoted(written: str) -> None:
+    [line] = _problems(BASE + f"env: {{V: {written}}}\n")
+    assert "must be a string; quote it" in line
+
+
+def test_quantities_keep_what_was_written() -> None:
+    spec = compile_text(BASE + "resources: {requests: {cpu: 1e3, memory: 0.5Gi}, limits: {cpu: 2000}}\n", "s").spec
+    assert spec.resources.requests == {"cpu": "1e3", "memory": "0.5Gi"}
+
+
+def _timed_rss(text: str | bytes) -> tuple[list[str], float, int]:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    with pytest.raises(SpecError) as e:
+        load_text(text, "s.yaml")
+    elapsed = time.perf_counter() - start
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    return [str(p) for p in e.value.problems], elapsed, grown_kib
+
+
+LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("x: " + "a" * (MAX_BYTES + 1), "larger than 1048576 bytes"),
+        (LAUGHS, "expands to more than 100000 values"),
+        ("[" * 10_000 + "]" * 10_000, "nesting deeper than 64 levels"),
+        ("a:\n" + "".join("  " * i + "- \n" for i in range(1, 200)), "nesting deeper than 64 levels"),
+        ("x: !!python/object/apply:os.system [echo hi]", "YAML tags other than the standard ones"),
+        ("x: !custom 1", "YAML tags other than the standard ones"),
+    ],
+    ids=["over-1MiB", "billion-laughs", "deep-flow", "deep-block", "python-tag", "custom-tag"],
+)
+def test_hostile_documents_are_rejected_fast_and_small(text: str, message: str) -> None:
+    problems, elapsed, grown_kib = _timed_rss(text)
+    assert len(problems) == 1 and message in problems[0], problems
+    assert problems[0].startswith("s.yaml:")
+    assert elapsed < 1.0, f"took {elapsed:.2f} s"
+    assert grown_kib < 200 * 1024, f"peak RSS grew by {grown_kib} KiB"
+
+
+def test_duplicate_keys_name_the_first() -> None:
+    [line] = _problems(BASE + "nnodes: 2\nnnodes: 3\n")
+    assert line == "s.yaml:5:1: yaml: duplicate key (first defined at line 4) (given: nnodes)"
+
+
+def test_merge_keys_and_anchors_work() -> None:
+    text = BASE + "x_env: &e {A: '1'}\n"
+    assert _problems(text)  # unknown field, but it loaded
+    spec = compile_text(BASE + "env: {<<: {A: '1'}, B: '2'}\n", "s").spec
+    assert spec.env == {"B": "2", "A": "1"}
