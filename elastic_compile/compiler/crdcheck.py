@@ -120,9 +120,7 @@ def _crd_file(name: str) -> Path:
 # ----------------------------------------------------------------- schema conversion
 
 
-def _convert(
-    node: Mapping[str, Any], *, strict: bool, structural: bool, path: str, rules: list[str]
-) -> dict[str, Any]:
+def _convert(node: Mapping[str, Any], *, strict: bool, structural: bool, path: str, rules: list[str]) -> dict[str, Any]:
     """One openAPIV3Schema node as JSON Schema 2020-12.
 
     ``structural`` is False below anyOf/allOf/oneOf/not: in a structural schema those
@@ -152,9 +150,7 @@ def _convert(
         elif key == "additionalProperties" and isinstance(value, Mapping):
             out[key] = _convert(value, strict=strict, structural=structural, path=path + ".*", rules=rules)
         elif key in ("anyOf", "allOf", "oneOf"):
-            out[key] = [
-                _convert(sub, strict=strict, structural=False, path=path, rules=rules) for sub in value
-            ]
+            out[key] = [_convert(sub, strict=strict, structural=False, path=path, rules=rules) for sub in value]
         elif key == "not":
             out[key] = _convert(value, strict=strict, structural=False, path=path, rules=rules)
         elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
@@ -220,9 +216,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr)
 
 
-def _list_type_keyword(
-    validator: Any, list_type: Any, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[Any]:
+def _list_type_keyword(validator: Any, list_type: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
     """``x-kubernetes-list-type``: ``set`` and ``map`` lists must not repeat an entry.
 
     The API server rejects such lists ("Duplicate value"); strategic merge and
@@ -349,9 +343,7 @@ def _render(error: Any, prefix: str = "") -> list[str]:
         ]
     if keyword == "required" and isinstance(instance, Mapping):
         return [
-            f"{_join(path, key)}: required field is missing"
-            for key in error.validator_value
-            if key not in instance
+            f"{_join(path, key)}: required field is missing" for key in error.validator_value if key not in instance
         ]
     if keyword == "type":
         types = error.validator_value
@@ -364,9 +356,7 @@ def _render(error: Any, prefix: str = "") -> list[str]:
         return [f"{where}: must be a valid {fmt} (given: {_show(instance)})"]
     if keyword == "pattern":
         if error.validator_value == _QUANTITY_PATTERN:
-            return [
-                f"{where}: must be a Kubernetes quantity such as 500m, 4Gi or 1e3 (given: {_show(instance)})"
-            ]
+            return [f"{where}: must be a Kubernetes quantity such as 500m, 4Gi or 1e3 (given: {_show(instance)})"]
         return [f"{where}: must match {error.validator_value} (given: {_show(instance)})"]
     if keyword == "enum":
         allowed = ", ".join(_show(v) for v in error.validator_value)
@@ -442,9 +432,7 @@ class CrdValidator:
             raw = version.get("schema", {}).get("openAPIV3Schema")
             if raw is None:
                 raise ValueError(f"{source}: version {version.get('name')} has no openAPIV3Schema")
-            self.schemas[version["name"]] = _convert(
-                raw, strict=strict, structural=True, path="", rules=rules
-            )
+            self.schemas[version["name"]] = _convert(raw, strict=strict, structural=True, path="", rules=rules)
         if not self.schemas:
             raise ValueError(f"{source}: no served version")
         #: CEL rules we did not evaluate (transition rules are left out: they never apply
@@ -528,9 +516,7 @@ def webhook_errors(job: Mapping[str, Any]) -> list[str]:
     managed_by = _mapping(spec.get("runPolicy")).get("managedBy")
     if managed_by is not None and managed_by not in _MANAGED_BY:
         allowed = ", ".join(_MANAGED_BY)
-        errors.append(
-            f"spec.runPolicy.managedBy: must be unset or one of {allowed} (given: {_show(managed_by)})"
-        )
+        errors.append(f"spec.runPolicy.managedBy: must be unset or one of {allowed} (given: {_show(managed_by)})")
 
     raw_specs = spec.get("pytorchReplicaSpecs")
     replica_specs = _mapping(raw_specs)
