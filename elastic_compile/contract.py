@@ -82,6 +82,14 @@ OPT_SHUTDOWN_TIMEOUT: Final = "--shutdown-timeout"
 OPT_FUNCTION: Final = "--function"
 OPT_RESULT: Final = "--result"
 OPT_TERMINATION_LOG: Final = "--termination-log"
+# Options only the user or the pod spec sets by hand (the compiler leaves them out).
+OPT_LOCAL_ADDR: Final = "--local-addr"
+OPT_LOG_DIR: Final = "--log-dir"
+OPT_DRY_RUN: Final = "--dry-run"  # print the resolved settings as JSON and exit; runs nothing
+OPT_DEBUG: Final = "--debug"
+
+# Setting this to "1" has the same effect as OPT_DEBUG (tracebacks of agent errors).
+ENV_DEBUG: Final = "ELASTIC_LAUNCH_DEBUG"
 
 LAUNCHER: Final = "elastic-launch"
 
