@@ -1,0 +1,137 @@
+"""Exit codes and failure reports: stderr for people, the termination log for Kubernetes.
+
+Pure standard library. The launcher turns torch's exceptions into :class:`Outcome` values;
+everything here works on plain data so it can be tested without starting processes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Final, TextIO
+
+from elastic_compile import contract as c
+
+# Kubernetes keeps at most 4096 bytes of a container's termination message (and 12 KiB
+# for all containers of a pod): anything longer is cut by the kubelet, usually losing the
+# exception at the end of a traceback. We cut it ourselves, keeping the head and the tail.
+TERMINATION_LOG_LIMIT: Final = 4096
+_ELLIPSIS: Final = "\n[...]\n"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a launch ended: the exit code and what to tell the user about it.
+
+    ``headline`` is one line; ``details`` (error message, traceback) may span many.
+    """
+
+    exit_code: int
+    headline: str = ""
+    details: str = ""
+
+    @property
+    def text(self) -> str:
+        return f"{self.headline}\n{self.details}".rstrip("\n") if self.details else self.headline
+
+
+def worker_exit_code(exitcode: int) -> int:
+    """Map a worker's exit status to ours.
+
+    A negative status is a signal (``-9``: SIGKILL) and becomes ``128 + N``, the shell
+    convention, which the operator's ExitCode policy retries. A code in 1-127 is kept
+    (permanent). Anything else (a worker exiting 128-255 on its own) becomes 1: the
+    worker reported a failure, not a kill, and retrying it would repeat it.
+    """
+    if exitcode < 0:
+        return c.EXIT_SIGNAL_BASE - exitcode
+    if 1 <= exitcode <= 127:
+        return exitcode
+    return c.EXIT_USER_FAILURE
+
+
+def exit_code_meaning(code: int) -> str:
+    """What the Kubeflow operator's ExitCode restart policy makes of ``code`` (§6)."""
+    if code == 0:
+        return "success"
+    return "retryable" if code >= 128 else "permanent"
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def worker_failure(
+    rank: int, *, local_rank: int, exitcode: int, pid: int, error_file: str | None, message: object
+) -> Outcome:
+    """The report for a failed worker (torch's ``ProcessFailure`` fields, taken apart).
+
+    ``message`` is what torch read from the worker's error file (a dict written by
+    ``@record``: ``{"message": "Type: text", "extraInfo": {"py_callstack": ...}}``) or a
+    plain string when there was no error file (torch-elastic.md §9).
+    """
+    code = worker_exit_code(exitcode)
+    status = f"was killed by {signal_name(-exitcode)}" if exitcode < 0 else f"exited with code {exitcode}"
+    headline = f"worker failed: global rank {rank} (local rank {local_rank}, pid {pid}) {status}"
+    if isinstance(message, dict):
+        text = str(message.get("message", ""))
+        extra = message.get("extraInfo")
+        traceback = str(extra.get("py_callstack", "")) if isinstance(extra, dict) else ""
+        # py_callstack already ends with the "Type: text" line; print that line once.
+        details = traceback.rstrip("\n") if text and text in traceback else f"{text}\n{traceback}".strip("\n")
+    elif error_file or exitcode < 0:
+        details = str(message)  # e.g. "Signal 9 (SIGKILL) received by PID 123"
+    else:
+        details = (
+            "no error file: wrap the script's main function in "
+            "torch.distributed.elastic.multiprocessing.errors.record to get its traceback here "
+            "(the worker's own stderr above has it)"
+        )
+    return Outcome(code, headline, details)
+
+
+def fit_termination_message(text: str, limit: int = TERMINATION_LOG_LIMIT) -> str:
+    """``text`` cut to ``limit`` UTF-8 bytes, keeping the first line and as much of the end as fits."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    head, _, _rest = text.partition("\n")
+    head_b = head.encode()[: limit // 2]
+    room = limit - len(head_b) - len(_ELLIPSIS.encode())
+    tail = data[len(data) - room :]
+    # A cut in the middle of a multi-byte character would leave invalid UTF-8; drop it.
+    return head_b.decode(errors="ignore") + _ELLIPSIS + tail.decode(errors="ignore")
+
+
+def write_termination_log(path: str | None, text: str, *, create: bool) -> bool:
+    """Write ``text`` (cut to Kubernetes' limit) to ``path``; True if written.
+
+    ``create=False`` writes only to a file that exists: Kubernetes mounts
+    ``/dev/termination-log`` into every container, while on a workstation that default
+    path does not exist and must not be created in ``/dev``. A missing directory or an
+    unwritable file is skipped quietly: the report already went to stderr.
+    """
+    if not path or (not create and not os.path.exists(path)):
+        return False
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(fit_termination_message(text))
+    except OSError:
+        return False
+    return True
+
+
+def say(line: str, stream: TextIO | None = None) -> None:
+    """One diagnostic line on stderr, prefixed with the program name."""
+    print(f"{c.LAUNCHER}: {line}", file=stream or sys.stderr, flush=True)
+
+
+def usage_error(message: str) -> int:
+    """Print the one-line usage error and return ``EXIT_USAGE``."""
+    say(f"error: {message}")
+    return c.EXIT_USAGE
