@@ -1,0 +1,254 @@
+"""Run ``elastic_launch`` with resolved settings and turn its end into an exit code.
+
+This module imports torch at import time; the CLI imports it only after the options and
+the environment have been validated (:mod:`elastic_compile.entrypoint.settings`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, MutableMapping
+from types import FrameType
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
+from torch.distributed.elastic.rendezvous import (
+    RendezvousClosedError,
+    RendezvousError,
+    RendezvousTimeoutError,
+)
+from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+from elastic_compile import contract as c
+from elastic_compile.entrypoint import report
+from elastic_compile.entrypoint.report import Outcome, say
+from elastic_compile.entrypoint.resources import resolve_nproc
+from elastic_compile.entrypoint.settings import LaunchSettings, UsageError
+from elastic_compile.entrypoint.worker import call_function
+
+# The signals torch's PContext turns into SignalException (LaunchConfig's default).
+SIGNALS_TO_HANDLE = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+
+
+def apply_environment(settings: LaunchSettings, nproc: int, environ: MutableMapping[str, str]) -> list[str]:
+    """Set what the agent and its workers need in ``environ``; returns notes to log.
+
+    Nothing the user set is overwritten.
+    """
+    notes: list[str] = []
+    # Without it the rank-0 agent's TCPStore is shared across attempts and restarts and
+    # scale-up fail (pytorch#135712; torch-elastic.md §7: 4/12 vs 6/6 restarts succeeded).
+    # Read by the rendezvous handler when elastic_launch creates it, so set it before.
+    user_value = environ.get(c.ENV_DISABLE_SHARED_STORE)
+    if user_value is None:
+        environ[c.ENV_DISABLE_SHARED_STORE] = "1"
+        notes.append(f"{c.ENV_DISABLE_SHARED_STORE}=1: each attempt gets its own store (restarts, scale-up)")
+    else:
+        notes.append(f"{c.ENV_DISABLE_SHARED_STORE}={user_value} kept from the environment")
+    # torchrun does this, elastic_launch does not (torch-elastic.md §1): N workers each
+    # starting one OpenMP thread per CPU oversubscribe the container N times.
+    if nproc > 1 and "OMP_NUM_THREADS" not in environ:
+        environ["OMP_NUM_THREADS"] = "1"
+        notes.append(f"OMP_NUM_THREADS=1 for each of {nproc} workers (not set; set it to tune)")
+    return notes
+
+
+def build_launch_config(settings: LaunchSettings, nproc: int) -> LaunchConfig:
+    """The ``LaunchConfig``, every field that matters set explicitly.
+
+    LaunchConfig's defaults (etcd, 3 restarts, 0.1 s polling) are torchrun's opposites
+    (torch-elastic.md §1), so none of them is left to chance.
+    """
+    return LaunchConfig(
+        min_nodes=settings.min_nodes,
+        max_nodes=settings.max_nodes,
+        nproc_per_node=nproc,
+        logs_specs=DefaultLogsSpecs(log_dir=settings.log_dir),
+        run_id=settings.run_id,
+        rdzv_endpoint=settings.rdzv_endpoint,
+        rdzv_backend=settings.rdzv_backend,
+        rdzv_configs=dict(settings.rdzv_configs),
+        # LaunchConfig always adds a "timeout" key (900 s unless given). c10d and etcd-v2
+        # ignore it, the legacy etcd backend reads it as its join timeout: make it agree
+        # with join_timeout everywhere instead of showing a stray 900 in torch's log.
+        rdzv_timeout=settings.join_timeout,
+        max_restarts=settings.max_restarts,
+        monitor_interval=settings.monitor_interval,
+        start_method=settings.start_method,
+        local_addr=settings.local_addr,
+        signals_to_handle=SIGNALS_TO_HANDLE,
+        shutdown_timeout=settings.shutdown_timeout,
+    )
+
+
+def entrypoint_and_args(settings: LaunchSettings) -> tuple[Callable[..., Any] | str, list[str]]:
+    """Function mode: the trampoline and ``[target, *args]``; script mode: the command."""
+    if settings.function is not None:
+        return call_function, [settings.function, *settings.command]
+    return settings.command[0], list(settings.command[1:])
+
+
+def _raise_signal_exception(signum: int, _frame: FrameType | None) -> None:
+    sig = signal.Signals(signum)
+    raise SignalException(f"Process {os.getpid()} got signal: {sig.name}", sigval=sig)
+
+
+def install_signal_handlers() -> None:
+    """Turn termination signals into ``SignalException`` from the start.
+
+    torch installs the same handlers, but only when it starts the workers (PContext.start,
+    torch-elastic.md §10): a SIGTERM during the rendezvous would otherwise kill the agent
+    with the default action instead of ending in our 128+N exit code and report.
+    """
+    for name in SIGNALS_TO_HANDLE.split(","):
+        signal.signal(getattr(signal, name), _raise_signal_exception)
+
+
+def _launch_agent(config: LaunchConfig, entrypoint: Callable[..., Any] | str, args: list[str]) -> Any:
+    return elastic_launch(config, entrypoint)(*args)
+
+
+def classify(exc: BaseException, settings: LaunchSettings) -> Outcome:
+    """Map an exception out of ``elastic_launch`` to an exit code and a report."""
+    if isinstance(exc, UsageError):  # --nproc-per-node gpu without a GPU
+        return Outcome(c.EXIT_USAGE, f"error: {exc}")
+    where = f"backend {settings.rdzv_backend}, endpoint {settings.rdzv_endpoint}, run id {settings.run_id}"
+    if isinstance(exc, ChildFailedError):
+        rank, failure = exc.get_first_failure()
+        error_file = None if failure.error_file == "<N/A>" else failure.error_file
+        outcome = report.worker_failure(
+            rank,
+            local_rank=failure.local_rank,
+            exitcode=failure.exitcode,
+            pid=failure.pid,
+            error_file=error_file,
+            message=failure.message,
+        )
+        if error_file:
+            outcome = Outcome(
+                outcome.exit_code, outcome.headline, f"error file: {error_file}\n{outcome.details}"
+            )
+        others = len(exc.failures) - 1
+        if others:
+            outcome = Outcome(
+                outcome.exit_code,
+                f"{outcome.headline} (first of {others + 1} failed local workers)",
+                outcome.details,
+            )
+        return outcome
+    if isinstance(exc, SignalException):
+        code = c.EXIT_SIGNAL_BASE + int(exc.sigval)
+        return Outcome(
+            code,
+            f"received {exc.sigval.name}: stopped the workers ({exc.sigval.name}, then SIGKILL "
+            f"for any still running after {settings.shutdown_timeout}s)",
+        )
+    if isinstance(exc, RendezvousTimeoutError):
+        # torch raises it with an empty message (torch-elastic.md §10): say what timed out.
+        return Outcome(
+            c.EXIT_RENDEZVOUS_TIMEOUT,
+            f"rendezvous timeout: fewer than {settings.min_nodes} node(s) joined within "
+            f"join_timeout={settings.join_timeout}s (nnodes {settings.nnodes}; {where}); check that "
+            f"the other pods run and can reach {settings.rdzv_endpoint}",
+        )
+    if isinstance(exc, RendezvousClosedError):
+        return Outcome(
+            c.EXIT_RENDEZVOUS_ERROR,
+            f"rendezvous closed ({where}): an agent of this run already finished, and torch "
+            "closes the run when one does; a new attempt needs a new run id",
+        )
+    if isinstance(exc, (RendezvousError, dist.DistNetworkError, dist.DistStoreError)):
+        cause = exc.__cause__
+        detail = f"\ncaused by {type(cause).__name__}: {cause}" if cause is not None else ""
+        return Outcome(
+            c.EXIT_RENDEZVOUS_ERROR,
+            f"rendezvous error ({where}): {type(exc).__name__}: {exc}".rstrip(": "),
+            detail.strip("\n"),
+        )
+    details = (
+        "".join(traceback.format_exception(exc))
+        if settings.debug
+        else f"run with {c.OPT_DEBUG} or {c.ENV_DEBUG}=1 for the traceback"
+    )
+    return Outcome(c.EXIT_AGENT_ERROR, f"agent error: {type(exc).__name__}: {exc}", details)
+
+
+def write_result(settings: LaunchSettings, results: dict[int, Any]) -> Outcome:
+    """Write the rank-0 return value as JSON if this agent ran rank 0 and ``--result`` is set."""
+    if settings.result_path is None or 0 not in results:
+        return Outcome(0)
+    try:
+        # allow_nan=False: NaN and Infinity are not JSON; a reader would choke on them later.
+        text = json.dumps(results[0], allow_nan=False)
+    except (TypeError, ValueError) as e:
+        return Outcome(
+            c.EXIT_USER_FAILURE,
+            f"{c.OPT_RESULT}: the rank-0 return value ({type(results[0]).__name__}) is not "
+            f"JSON-serializable: {e}",
+        )
+    directory = os.path.dirname(os.path.abspath(settings.result_path))
+    try:
+        # Write then rename: a reader never sees half a file.
+        fd, tmp = tempfile.mkstemp(prefix=".result-", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        os.replace(tmp, settings.result_path)
+    except OSError as e:
+        return Outcome(c.EXIT_AGENT_ERROR, f"{c.OPT_RESULT} {settings.result_path}: {e}")
+    return Outcome(0)
+
+
+def emit(outcome: Outcome, settings: LaunchSettings) -> None:
+    """Report a failure on stderr and in the termination log."""
+    if outcome.exit_code == 0:
+        return
+    say(outcome.headline)
+    if outcome.details:
+        print(outcome.details, file=sys.stderr, flush=True)
+    if outcome.exit_code != c.EXIT_USAGE:  # a usage error stays one line
+        say(f"exit {outcome.exit_code} ({report.exit_code_meaning(outcome.exit_code)})")
+    report.write_termination_log(
+        settings.termination_log, f"{c.LAUNCHER}: {outcome.text}", create=settings.termination_log_create
+    )
+
+
+def _launch(settings: LaunchSettings) -> Outcome:
+    nproc = resolve_nproc(settings.nproc_per_node, torch.cuda.device_count)
+    for note in apply_environment(settings, nproc, os.environ):
+        say(note)
+    config = build_launch_config(settings, nproc)
+    entrypoint, args = entrypoint_and_args(settings)
+    say(
+        f"run id {settings.run_id}: nnodes {settings.nnodes}, {nproc} worker(s) per node, "
+        f"{settings.rdzv_backend} rendezvous at {settings.rdzv_endpoint}, "
+        f"max_restarts {settings.max_restarts}"
+    )
+    # With TORCHELASTIC_ERROR_FILE set (a launcher above us asked for it), torch's record
+    # copies the root cause there; without it, record would only log that it has nowhere
+    # to copy to.
+    launch = record(_launch_agent) if os.environ.get("TORCHELASTIC_ERROR_FILE") else _launch_agent
+    results = launch(config, entrypoint, args)
+    return write_result(settings, results or {})
+
+
+def run_launch(settings: LaunchSettings) -> int:
+    """Resolve the worker count, prepare the environment, launch, report; returns the exit code.
+
+    Must run on the main thread: torch installs signal handlers there, and without them
+    a SIGTERM orphans the workers (torch-elastic.md §10).
+    """
+    install_signal_handlers()
+    try:
+        outcome = _launch(settings)
+    except Exception as e:  # every way out becomes an exit code and a report
+        outcome = classify(e, settings)
+    emit(outcome, settings)
+    return outcome.exit_code
