@@ -33,9 +33,13 @@ def _default_note(description: str | None) -> str:
 def _value(value: Any) -> str:
     if isinstance(value, NNodes):
         return str(value)
+    return json.dumps(value, ensure_ascii=False, default=_model_json)
+
+
+def _model_json(value: Any) -> Any:
     if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return json.dumps(value, ensure_ascii=False)
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raise TypeError(f"cannot show {type(value).__name__}")
 
 
 def _lines(model: BaseModel, prefix: tuple[str, ...], compiled: Compiled) -> list[tuple[str, str, str]]:

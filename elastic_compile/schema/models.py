@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from elastic_compile import contract
+from elastic_compile.schema.podspec import podspec_problems
 from elastic_compile.schema.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
 from elastic_compile.schema.scalars import source_text
 
@@ -584,39 +585,31 @@ class PodTemplate(_Model):
     @field_validator("spec")
     @classmethod
     def _spec_shape(cls, spec: dict[str, Any]) -> dict[str, Any]:
-        problems: list[tuple[tuple[str | int, ...], str]] = []
-        for field in ("containers", "initContainers", "volumes"):
-            items = spec.get(field)
-            if items is None:
+        problems = podspec_problems(spec)
+        containers = spec.get("containers")
+        for index, item in enumerate(containers if isinstance(containers, list) else []):
+            if not isinstance(item, dict):
                 continue
-            if not isinstance(items, list):
-                problems.append(((field,), "must be a list"))
-                continue
-            names: set[str] = set()
-            for index, item in enumerate(items):
-                if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
-                    problems.append(((field, index), "needs a name"))
-                    continue
-                if item["name"] in names:
-                    problems.append(((field, index, "name"), "used twice"))
-                names.add(item["name"])
-                if field == "containers" and item["name"] == contract.TRAINING_CONTAINER:
-                    problems += _training_container_problems(item, index)
-                if field == "volumes" and item["name"] == SHM_VOLUME_NAME:
-                    problems.append(
-                        (
-                            (field, index, "name"),
-                            f"{SHM_VOLUME_NAME} is the compiler's /dev/shm volume; "
-                            "rename yours, or set shared_memory: false",
-                        )
+            if item.get("name") == contract.TRAINING_CONTAINER:
+                problems += _training_container_problems(item, index)
+            elif "image" not in item:
+                problems.append(
+                    (("containers", index), "a sidecar needs an image (the operator rejects containers without one)")
+                )
+        volumes = spec.get("volumes")
+        for index, item in enumerate(volumes if isinstance(volumes, list) else []):
+            if isinstance(item, dict) and item.get("name") == SHM_VOLUME_NAME:
+                problems.append(
+                    (
+                        ("volumes", index, "name"),
+                        f"{SHM_VOLUME_NAME} is the compiler's /dev/shm volume; "
+                        "rename yours, or set shared_memory: false",
                     )
+                )
         if "restartPolicy" in spec:
             problems.append((("restartPolicy",), "set restart_policy at the top level; the operator owns the pod's"))
-        grace = spec.get("terminationGracePeriodSeconds")
-        if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool) or grace < 0):
-            problems.append((("terminationGracePeriodSeconds",), "expected a whole number of seconds"))
         if problems:
-            raise FieldProblems(problems)
+            raise FieldProblems(sorted(problems, key=lambda p: tuple(map(str, p[0]))))
         return spec
 
 
@@ -633,22 +626,15 @@ _OWNED = {
 
 
 def _training_container_problems(container: dict[str, Any], index: int) -> list[tuple[tuple[str | int, ...], str]]:
+    """What the user may not set on the training container (types are the PodSpec check's job)."""
     problems: list[tuple[tuple[str | int, ...], str]] = [
         (("containers", index, field), why) for field, why in _OWNED.items() if field in container
     ]
     env = container.get("env")
-    if env is not None and not isinstance(env, list):
-        problems.append((("containers", index, "env"), "must be a list of EnvVar entries"))
     for j, var in enumerate(env if isinstance(env, list) else []):
         name = var.get("name") if isinstance(var, dict) else None
-        if not isinstance(name, str):
-            problems.append((("containers", index, "env", j), "needs a name"))
-        elif (why := env_name_problem(name)) is not None:
+        if isinstance(name, str) and (why := env_name_problem(name)) is not None:
             problems.append((("containers", index, "env", j, "name"), why))
-    for field in ("volumeMounts", "ports"):
-        items = container.get(field)
-        if items is not None and not (isinstance(items, list) and all(isinstance(i, dict) for i in items)):
-            problems.append((("containers", index, field), "must be a list of mappings"))
     return problems
 
 

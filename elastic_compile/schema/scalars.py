@@ -19,6 +19,10 @@ class SourceInt(int):
         self.text = text
         return self
 
+    def __reduce__(self) -> tuple[type[SourceInt], tuple[int, str]]:
+        # copy.deepcopy and pickle rebuild through __new__, which needs the text too.
+        return (type(self), (int(self), self.text))
+
 
 class SourceFloat(float):
     """A ``float`` read from YAML, with its source text."""
@@ -29,6 +33,9 @@ class SourceFloat(float):
         self = super().__new__(cls, value)
         self.text = text
         return self
+
+    def __reduce__(self) -> tuple[type[SourceFloat], tuple[float, str]]:
+        return (type(self), (float(self), self.text))
 
 
 def source_text(value: object) -> str | None:
