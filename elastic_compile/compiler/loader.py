@@ -145,7 +145,7 @@ class Loaded:
         """A ``Problem`` located at ``path`` (or at the deepest part of it that exists)."""
         node, key_node, exact = self.locate(path)
         mark_node = key_node if (at_key or not exact) and key_node is not None else node
-        if exact and given is None and isinstance(node, ScalarNode):
+        if exact and given is None and isinstance(node, ScalarNode) and node.value != "":
             given = node.value
         mark = mark_node.start_mark
         return Problem(self.file, mark.line + 1, mark.column + 1, dotted(path), message, given)

@@ -147,7 +147,7 @@ def _problems(error: ValidationError, loaded: Loaded) -> list[Problem]:
         inner = err.get("ctx", {}).get("error")
         if isinstance(inner, FieldProblems):
             for sub, message in inner.problems:
-                problems.append(loaded.problem([*path, *sub], message))
+                problems.append(loaded.problem([*path, *sub], message, at_key=message.startswith("unknown field")))
             continue
         message = _message(err, loaded, path)
         if at_key:
