@@ -84,10 +84,12 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
     """
     env = _cached_environment(template_dir)
     where = f"template {template_name}"
+    builtin = False
     try:
         template = env.get_template(template_name)
         source = Path(template.filename) if template.filename else None
-        if source is not None and template_dir is not None and source.parent == template_dir.resolve():
+        builtin = source is not None and source.resolve().parent == BUILTIN_TEMPLATES
+        if source is not None and not builtin:
             where = f"template {source}"
         text = template.render(**context)
     except jinja2.TemplateSyntaxError as e:
@@ -103,7 +105,9 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
     except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as e:
         raise CompileError(where, f"cannot render: {type(e).__name__}: {e}") from e
     try:
-        loaded = load_text(text, f"<{where}>", max_bytes=_OUTPUT_MAX_BYTES, max_depth=_OUTPUT_MAX_DEPTH)
+        loaded = load_text(
+            text, f"<{where}>", max_bytes=_OUTPUT_MAX_BYTES, max_depth=_OUTPUT_MAX_DEPTH, trusted=builtin
+        )
     except SpecError as e:
         first = e.problems[0]
         raise CompileError(
