@@ -236,9 +236,9 @@ def _resource_name(value: Any) -> str:
         return "ephemeral-storage"
     if name != GPU_KEY and not _RESOURCE_NAME.match(name):
         close = difflib.get_close_matches(name, ["cpu", "memory", "gpu", "ephemeral-storage"], n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}? " if close else ""
+        hint = f" (did you mean {close[0]}?)" if close else ""
         raise ValueError(
-            f"unknown resource; {hint}use cpu, memory, gpu, ephemeral-storage or a domain-qualified "
+            f"unknown resource{hint}; use cpu, memory, gpu, ephemeral-storage or a domain-qualified "
             "extended resource such as amd.com/gpu"
         )
     return name
@@ -564,10 +564,12 @@ class PodMetadata(_Model):
     """Labels and annotations for the pods."""
 
     labels: dict[Annotated[str, _text("a label name")], Annotated[str, _text("a label value")]] = Field(
-        default_factory=dict
+        default_factory=dict, description="Labels on every worker pod. Default: none (the operator adds its own)."
     )
     annotations: dict[Annotated[str, _text("an annotation name")], Annotated[str, _text("an annotation")]] = Field(
-        default_factory=dict
+        default_factory=dict,
+        description='Annotations on every worker pod. Default: none, plus sidecar.istio.io/inject: "false" unless '
+        "istio_sidecar is true.",
     )
 
 

@@ -1,0 +1,52 @@
+"""The README cannot drift: its generated parts are checked against the code."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from elastic_compile.schema.reference import END, START, reference_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+REGEN = os.environ.get("ELASTIC_COMPILE_REGEN") == "1"
+
+
+def _replace_block(text: str, start: str, end: str, body: str) -> str:
+    i, j = text.index(start), text.index(end) + len(end)
+    return text[:i] + body.rstrip("\n") + text[j:]
+
+
+def test_opens_with_the_two_commands() -> None:
+    head = README.read_text().splitlines()[:40]
+    assert any("make demo" in line for line in head) and any("make test" in line for line in head)
+
+
+def test_spec_reference_is_current() -> None:
+    text = README.read_text()
+    fresh = reference_markdown()
+    if REGEN:
+        README.write_text(_replace_block(text, START, END, fresh))
+        text = README.read_text()
+    assert fresh.strip() in text, "README spec reference is stale: ELASTIC_COMPILE_REGEN=1 pytest tests/test_readme.py"
+
+
+def test_error_example_is_real_output() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "elastic_compile.compiler.cli", "tests/readme/bad.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    block = "$ elastic-compile tests/readme/bad.yaml\n" + result.stderr
+    text = README.read_text()
+    if REGEN:
+        pattern = re.compile(r"\$ elastic-compile tests/readme/bad\.yaml\n.*?(?=```)", re.S)
+        README.write_text(pattern.sub(lambda _: block, text))
+        text = README.read_text()
+    assert block in text, "README error example is stale: ELASTIC_COMPILE_REGEN=1 pytest tests/test_readme.py"
