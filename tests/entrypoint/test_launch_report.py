@@ -1,0 +1,302 @@
+"""Exit codes, failure reports and the pieces of a launch, with torch's real types (no processes)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch.distributed as dist
+from hypothesis import given
+from hypothesis import strategies as st
+from torch.distributed.elastic.multiprocessing import SignalException
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure, record
+from torch.distributed.elastic.rendezvous import (
+    RendezvousClosedError,
+    RendezvousConnectionError,
+    RendezvousStateError,
+    RendezvousTimeoutError,
+)
+
+from elastic_compile import contract as c
+from elastic_compile.entrypoint import LaunchSettings, resolve_settings
+from elastic_compile.entrypoint.launch import (
+    apply_environment,
+    build_launch_config,
+    classify,
+    entrypoint_and_args,
+    write_result,
+)
+from elastic_compile.entrypoint.report import (
+    TERMINATION_LOG_LIMIT,
+    fit_termination_message,
+    worker_exit_code,
+    worker_failure,
+    write_termination_log,
+)
+from elastic_compile.entrypoint.worker import call_function, load_function
+
+# ------------------------------------------------------------------------- exit codes
+
+
+@pytest.mark.parametrize(
+    ("exitcode", "expected"),
+    [(1, 1), (3, 3), (127, 127), (-9, 137), (-15, 143), (-6, 134), (128, 1), (255, 1), (0, 1)],
+)
+def test_worker_exit_code(exitcode: int, expected: int) -> None:
+    assert worker_exit_code(exitcode) == expected
+
+
+def test_contract_exit_codes_sit_on_the_right_side_of_the_operator_split() -> None:
+    # kubeflow-pytorchjob.md §6: 1-127 permanent, >= 128 retryable.
+    assert 1 <= c.EXIT_USER_FAILURE <= 127 and 1 <= c.EXIT_USAGE <= 127
+    assert min(c.EXIT_RENDEZVOUS_TIMEOUT, c.EXIT_RENDEZVOUS_ERROR, c.EXIT_AGENT_ERROR) >= 128
+    assert max(c.EXIT_RENDEZVOUS_TIMEOUT, c.EXIT_RENDEZVOUS_ERROR, c.EXIT_AGENT_ERROR) <= 255
+
+
+# ------------------------------------------------------------------------- termination log
+
+
+def test_short_message_is_kept() -> None:
+    assert fit_termination_message("a\nb") == "a\nb"
+
+
+def test_long_message_keeps_head_and_tail() -> None:
+    text = "headline\n" + "".join(f"  frame {i}\n" for i in range(2000)) + "ValueError: the cause"
+    fitted = fit_termination_message(text)
+    assert len(fitted.encode()) <= TERMINATION_LOG_LIMIT
+    assert fitted.startswith("headline\n[...]\n") and fitted.endswith("ValueError: the cause")
+
+
+@given(st.text(min_size=0, max_size=3000))
+def test_fitted_message_is_valid_utf8_within_the_limit(text: str) -> None:
+    # 3000 characters of up to 4 bytes each exceed the limit often enough.
+    fitted = fit_termination_message(text)
+    assert len(fitted.encode()) <= TERMINATION_LOG_LIMIT
+    if len(text.encode()) <= TERMINATION_LOG_LIMIT:
+        assert fitted == text
+
+
+def test_termination_log_default_path_is_written_only_if_it_exists(tmp_path: Path) -> None:
+    path = tmp_path / "termination-log"
+    assert not write_termination_log(str(path), "x", create=False)
+    assert not path.exists()
+    path.write_text("")
+    assert write_termination_log(str(path), "é" * 5000, create=False)
+    assert len(path.read_bytes()) <= TERMINATION_LOG_LIMIT
+
+
+def test_termination_log_problems_are_skipped_quietly(tmp_path: Path) -> None:
+    assert write_termination_log(str(tmp_path / "t"), "x", create=True)
+    assert not write_termination_log(str(tmp_path / "missing" / "t"), "x", create=True)
+    assert not write_termination_log(str(tmp_path), "x", create=True)  # a directory
+    assert not write_termination_log(None, "x", create=True)
+
+
+# ------------------------------------------------------------------------- worker failures
+
+
+def raising(message: str) -> None:
+    raise ValueError(message)
+
+
+def real_error_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An error file written by torch's own @record, as a worker writes it."""
+    error_file = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(error_file))
+    with pytest.raises(ValueError, match="lr must be positive"):
+        record(raising)("lr must be positive")
+    monkeypatch.delenv("TORCHELASTIC_ERROR_FILE")
+    return error_file
+
+
+def test_worker_failure_from_a_record_error_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    error_file = real_error_file(tmp_path, monkeypatch)
+    failure = ProcessFailure(local_rank=1, pid=4242, exitcode=1, error_file=str(error_file))
+    outcome = classify(ChildFailedError("train", {3: failure}), settings())
+    assert outcome.exit_code == 1
+    assert outcome.headline == "worker failed: global rank 3 (local rank 1, pid 4242) exited with code 1"
+    assert outcome.details.startswith(f"error file: {error_file}\nTraceback (most recent call last):")
+    assert "raise ValueError(message)" in outcome.details
+    assert outcome.details.endswith("ValueError: lr must be positive")
+    assert outcome.details.count("ValueError: lr must be positive") == 1
+
+
+def test_root_cause_is_the_first_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file=str(real_error_file(tmp_path, monkeypatch)))
+    later = ProcessFailure(local_rank=1, pid=2, exitcode=-15, error_file="/nonexistent")
+    later.timestamp = first.timestamp + 5
+    outcome = classify(ChildFailedError("train", {0: first, 1: later}), settings())
+    assert outcome.exit_code == 1 and "global rank 0" in outcome.headline
+    assert outcome.headline.endswith("(first of 2 failed local workers)")
+
+
+def test_worker_killed_by_signal() -> None:
+    failure = ProcessFailure(local_rank=0, pid=7, exitcode=-9, error_file="/nonexistent")
+    outcome = classify(ChildFailedError("train", {0: failure}), settings())
+    assert outcome.exit_code == 137
+    assert outcome.headline.endswith("was killed by SIGKILL")
+    assert outcome.details == "Signal 9 (SIGKILL) received by PID 7"
+
+
+def test_script_without_record_gets_advice() -> None:
+    outcome = worker_failure(0, local_rank=0, exitcode=2, pid=7, error_file=None, message="To enable ...")
+    assert outcome.exit_code == 2 and "wrap the script's main function in" in outcome.details
+
+
+# ------------------------------------------------------------------------- agent failures
+
+
+def settings(*argv: str, env: dict[str, str] | None = None) -> LaunchSettings:
+    base = ["--nnodes", "2", "--rdzv-endpoint", "train-worker-0:23456", "--rdzv-id", "ns.job", "--join-timeout", "7"]
+    return resolve_settings([*base, *argv, "--", "true"], env or {})
+
+
+def connection_error() -> RendezvousConnectionError:
+    try:
+        try:
+            raise dist.DistNetworkError("Connection refused")
+        except dist.DistNetworkError as inner:
+            raise RendezvousConnectionError("The connection to the C10d store has failed.") from inner
+    except RendezvousConnectionError as e:
+        return e
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "headline"),
+    [
+        (
+            RendezvousTimeoutError(),
+            201,
+            "rendezvous timeout: fewer than 2 node(s) joined within join_timeout=7s (nnodes 2; backend c10d, "
+            "endpoint train-worker-0:23456, run id ns.job); check that the other pods run and can reach "
+            "train-worker-0:23456",
+        ),
+        (
+            RendezvousClosedError(),
+            202,
+            "rendezvous closed (backend c10d, endpoint train-worker-0:23456, run id ns.job)",
+        ),
+        (
+            connection_error(),
+            202,
+            "rendezvous error (backend c10d, endpoint train-worker-0:23456, run id ns.job): "
+            "RendezvousConnectionError: The connection to the C10d store has failed.",
+        ),
+        (RendezvousStateError("corrupt"), 202, "rendezvous error ("),
+        (dist.DistStoreError("wait timeout after 60000ms"), 202, "rendezvous error ("),
+        (SignalException("got signal", sigval=signal.SIGTERM), 143, "received SIGTERM: stopped the workers"),
+        (SignalException("got signal", sigval=signal.SIGINT), 130, "received SIGINT"),
+        (KeyError("surprise"), 203, "agent error: KeyError: 'surprise'"),
+    ],
+    ids=["timeout", "closed", "connection", "state", "store", "sigterm", "sigint", "agent"],
+)
+def test_agent_exceptions_map_to_exit_codes(exc: BaseException, code: int, headline: str) -> None:
+    outcome = classify(exc, settings())
+    assert outcome.exit_code == code
+    assert outcome.headline.startswith(headline)
+
+
+def test_connection_error_names_its_cause() -> None:
+    assert classify(connection_error(), settings()).details == "caused by DistNetworkError: Connection refused"
+
+
+def test_agent_traceback_only_with_debug() -> None:
+    try:
+        raise KeyError("surprise")
+    except KeyError as e:
+        exc = e
+    assert classify(exc, settings()).details == "run with --debug or ELASTIC_LAUNCH_DEBUG=1 for the traceback"
+    debug = classify(exc, settings("--debug")).details
+    assert debug.startswith("Traceback (most recent call last):") and "KeyError: 'surprise'" in debug
+
+
+# ------------------------------------------------------------------------- results
+
+
+def function_settings(tmp_path: Path) -> LaunchSettings:
+    return resolve_settings(["--function", "elastic_workers:allreduce", "--result", str(tmp_path / "r.json")], {})
+
+
+@pytest.mark.parametrize("value", [{"loss": 0.25, "steps": [1, 2]}, "done", None, 3])
+def test_rank0_result_is_written_as_json(tmp_path: Path, value: Any) -> None:
+    assert write_result(function_settings(tmp_path), {0: value, 1: "ignored"}).exit_code == 0
+    assert json.loads((tmp_path / "r.json").read_text()) == value
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left
+
+
+def test_no_rank0_here_writes_nothing(tmp_path: Path) -> None:
+    assert write_result(function_settings(tmp_path), {2: "x", 3: "y"}).exit_code == 0
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("value", [{1, 2}, object(), math.nan], ids=["set", "object", "nan"])
+def test_unserializable_result_is_a_user_failure(tmp_path: Path, value: Any) -> None:
+    outcome = write_result(function_settings(tmp_path), {0: value})
+    assert outcome.exit_code == c.EXIT_USER_FAILURE
+    assert outcome.headline.startswith(
+        f"--result: the rank-0 return value ({type(value).__name__}) is not JSON-serializable"
+    )
+    assert not (tmp_path / "r.json").exists()
+
+
+# ------------------------------------------------------------------------- launch pieces
+
+
+def test_environment_additions_respect_the_user() -> None:
+    env: dict[str, str] = {}
+    notes = apply_environment(settings(), 2, env)
+    assert env == {c.ENV_DISABLE_SHARED_STORE: "1", "OMP_NUM_THREADS": "1"}
+    assert len(notes) == 2 and notes[1] == "OMP_NUM_THREADS=1 for each of 2 workers (not set; set it to tune)"
+    user = {c.ENV_DISABLE_SHARED_STORE: "0", "OMP_NUM_THREADS": "8"}
+    apply_environment(settings(), 2, user)
+    assert user == {c.ENV_DISABLE_SHARED_STORE: "0", "OMP_NUM_THREADS": "8"}
+    single: dict[str, str] = {}
+    apply_environment(settings(), 1, single)
+    assert "OMP_NUM_THREADS" not in single
+
+
+def test_launch_config_sets_every_field_explicitly(tmp_path: Path) -> None:
+    s = settings(
+        "--log-dir", str(tmp_path), "--max-restarts", "2", "--shutdown-timeout", "4", env={c.ENV_POD_IP: "10.1.2.3"}
+    )
+    config = build_launch_config(s, 3)
+    assert (config.min_nodes, config.max_nodes, config.nproc_per_node) == (2, 2, 3)
+    assert (config.rdzv_backend, config.rdzv_endpoint, config.run_id) == ("c10d", "train-worker-0:23456", "ns.job")
+    assert (config.max_restarts, config.monitor_interval, config.start_method) == (2, 5.0, "spawn")
+    assert (config.local_addr, config.shutdown_timeout) == ("10.1.2.3", 4)
+    # LaunchConfig injects "timeout"; we make it equal join_timeout (c10d ignores it).
+    assert config.rdzv_configs == {
+        "join_timeout": 7,
+        "last_call_timeout": 30,
+        "close_timeout": 30,
+        "heartbeat_timeout": 5,
+        "read_timeout": 60,
+        "timeout": 7,
+    }
+    assert config.logs_specs is not None and config.logs_specs.root_log_dir == str(tmp_path)
+
+
+def test_entrypoints_for_both_modes() -> None:
+    entry, args = entrypoint_and_args(resolve_settings(["--function", "elastic_workers:allreduce", "--", "a"], {}))
+    assert (entry, args) == (call_function, ["elastic_workers:allreduce", "a"])
+    entry, args = entrypoint_and_args(resolve_settings(["--", "python", "t.py", "b"], {}))
+    assert (entry, args) == (sys.executable, ["t.py", "b"])
+
+
+def test_trampoline_pickles_by_reference() -> None:
+    # spawn and forkserver pickle the entrypoint (torch-elastic.md §8).
+    assert pickle.loads(pickle.dumps(call_function)) is call_function
+
+
+def test_load_function() -> None:
+    assert load_function("os.path:join") is os.path.join
+    assert load_function("collections:OrderedDict.fromkeys")(["a"]) == {"a": None}
+    with pytest.raises(TypeError, match=r"^os:sep is a str, not a function$"):
+        load_function("os:sep")
