@@ -165,16 +165,11 @@ def test_golden_same_bytes_twice(case: str) -> None:
     assert first == second
 
 
-def _all_targets_text(case: str) -> str:
-    """What ``-t all`` prints: the per-target outputs as one stream."""
-    return "---\n".join(expected_text(case, f"{t}.yaml") for t in TARGETS)
-
-
-def _run_cli(specs: list[Path], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run_cli(specs: list[Path], target: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONHASHSEED": "4242"}
     env.pop(REGEN_ENV, None)
     return subprocess.run(
-        [sys.executable, "-m", "elastic_compile.compiler.cli", *map(str, specs), "-t", "all"],
+        [sys.executable, "-m", "elastic_compile.compiler.cli", *map(str, specs), "-t", target],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -186,33 +181,39 @@ def _run_cli(specs: list[Path], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def batch_in_subprocess(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Every working case compiled by one CLI process, elsewhere, with another hash seed.
+def batch_in_subprocess(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], str]:
+    """Every working case compiled by one CLI process per target, elsewhere, with another hash seed.
 
-    One process for all specs keeps this fast; the stream is split back per case (each
-    case gives two documents, and ``---`` only ever starts a line between documents).
+    One process for all specs keeps this fast; the stream is split back per case (one
+    document each, and ``---`` only ever starts a line between documents).
     """
     cases = [c for c in CASES if c not in KNOWN_BUGS]
-    run = _run_cli([GOLDEN / c / SPEC for c in cases], tmp_path_factory.mktemp("elsewhere"))
-    assert (run.returncode, run.stderr) == (0, "")
-    docs = run.stdout.split("\n---\n")
-    docs = [d if d.endswith("\n") else d + "\n" for d in docs]
-    assert len(docs) == len(TARGETS) * len(cases)
-    return {c: "---\n".join(docs[i * len(TARGETS) : (i + 1) * len(TARGETS)]) for i, c in enumerate(cases)}
+    cwd = tmp_path_factory.mktemp("elsewhere")
+    out: dict[tuple[str, str], str] = {}
+    for target in TARGETS:
+        run = _run_cli([GOLDEN / c / SPEC for c in cases], target, cwd)
+        assert (run.returncode, run.stderr) == (0, "")
+        docs = [d if d.endswith("\n") else d + "\n" for d in run.stdout.split("\n---\n")]
+        assert len(docs) == len(cases)
+        out.update({(c, target): doc for c, doc in zip(cases, docs, strict=True)})
+    return out
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("case", _params(CASES))
-def test_golden_same_bytes_in_another_process(case: str, batch_in_subprocess: dict[str, str], tmp_path: Path) -> None:
+def test_golden_same_bytes_in_another_process(
+    case: str, target: str, batch_in_subprocess: dict[tuple[str, str], str], tmp_path: Path
+) -> None:
     """No dependence on hash seed, cwd, or anything else of the process."""
     if case in KNOWN_BUGS:
-        run = _run_cli([GOLDEN / case / SPEC], tmp_path)
+        run = _run_cli([GOLDEN / case / SPEC], target, tmp_path)
         assert (run.returncode, run.stderr) == (0, "")
         out = run.stdout
     else:
-        out = batch_in_subprocess[case]
+        out = batch_in_subprocess[case, target]
     if _regen():
         return
-    assert out == _all_targets_text(case)
+    assert out == expected_text(case, f"{target}.yaml")
 
 
 def _snapshot(value: Any) -> str:
