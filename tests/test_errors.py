@@ -241,6 +241,16 @@ NOT_REPORTED = {
         "the operator appends PET_* and MASTER_* to every container, sidecars included, so a sidecar's "
         "value is duplicated and overridden just like the training container's (which is rejected)",
     ),
+    "shared-memory-size-with-user-shm": (
+        "shared_memory: 8Gi\npod_template:\n  spec:\n    volumes: [{name: shm, emptyDir: {medium: Memory}}]\n"
+        "    containers:\n      - name: pytorch\n        volumeMounts: [{name: shm, mountPath: /dev/shm}]\n",
+        "an explicit shared_memory size is dropped without a word when the user mounts /dev/shm themselves",
+    ),
+    "grace-period-below-shutdown-timeout": (
+        "shutdown_timeout: 120\npod_template:\n  spec:\n    terminationGracePeriodSeconds: 10\n",
+        "the kubelet kills the agent 10 s after SIGTERM, before elastic-launch's 120 s shutdown window ends "
+        "(plan.GRACE_MARGIN_SECONDS exists to prevent exactly this)",
+    ),
     "min-available-above-replicas": (
         "nnodes: 2\nrun_policy:\n  scheduling: {min_available: 5}\n",
         "a gang that needs 5 pods of a 2-pod job is never scheduled",
