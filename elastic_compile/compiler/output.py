@@ -14,10 +14,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from elastic_compile.compiler import kustomize
 from elastic_compile.compiler.emit import to_json, to_yaml
 from elastic_compile.compiler.pipeline import Compiled
 
-KUSTOMIZATION = "kustomization.yaml"
+KUSTOMIZATION = kustomize.KUSTOMIZATION_FILE
 
 
 class WriteError(Exception):
@@ -31,17 +32,22 @@ def stream_text(compiled: Sequence[Compiled], fmt: str) -> str:
 
 
 def _base_files(c: Compiled, fmt: str) -> dict[str, str]:
+    """One spec's kustomize base: a file per resource, ``kustomization.yaml`` and ``openapi.json``.
+
+    Only Kubernetes objects are listed as kustomize resources: the Flyte TaskSpec (``-t
+    all`` on a spec with a ``flyte:`` section) has no apiVersion or kind, and kustomize
+    refuses the whole base over it ("missing Resource metadata"). It is still written.
+    """
     ext = "json" if fmt == "json" else "yaml"
     files: dict[str, str] = {}
+    resources: list[str] = []
     for o in c.outputs:
         name = o.target.filename.rsplit(".", 1)[0] + "." + ext
         files[name] = to_json([o.doc]) if fmt == "json" else to_yaml([o.doc])
-    kustomization = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": list(files),
-    }
-    files[KUSTOMIZATION] = to_yaml([kustomization])
+        if o.target.api_version is not None:
+            resources.append(name)
+    files[KUSTOMIZATION] = kustomize.kustomization_text(resources)
+    files[kustomize.OPENAPI_FILE] = kustomize.openapi_text()
     return files
 
 
@@ -78,7 +84,8 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
         for rel, text in sorted(files.items()):
             path = staging / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            # newline="\n": the same bytes on every platform (Windows would write CRLF).
+            path.write_text(text, encoding="utf-8", newline="\n")
         os.chmod(staging, 0o755)  # mkdtemp makes it 0700
         backup = None
         if target.exists():
@@ -97,26 +104,53 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
         raise WriteError(f"cannot write {target}: {e.strerror or e}") from e
 
 
-def _unified(old: str, new: str, name: str) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{name}", f"b/{name}"))
+def _lines(text: str) -> list[str]:
+    # difflib glues a last line without a newline onto the next diff line; mark it the
+    # way diff and git do so the diff stays readable (and applicable).
+    lines = text.splitlines(True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def _unified(old: str | None, new: str | None, name: str) -> str:
+    """A unified diff; ``None`` on one side means the file is created or removed."""
+    diff = "".join(
+        difflib.unified_diff(
+            _lines(old or ""),
+            _lines(new or ""),
+            "/dev/null" if old is None else f"a/{name}",
+            "/dev/null" if new is None else f"b/{name}",
+        )
+    )
+    if not diff and (old is None) != (new is None):
+        # An empty file that appears or vanishes has no lines to show.
+        diff = f"{'new' if old is None else 'deleted'} empty file {name}\n"
+    return diff
+
+
+def _read(path: Path) -> str:
+    # A stray binary file must show up as drift, not crash the check; universal newlines
+    # as before, so a checkout with CRLF line ends is not drift.
+    with path.open(encoding="utf-8", errors="replace") as f:
+        return f.read()
 
 
 def diff_file(path: Path, text: str) -> str:
     """Unified diff from the file on disk to ``text`` (empty when identical)."""
-    old = path.read_text(encoding="utf-8") if path.is_file() else ""
-    return _unified(old, text, str(path))
+    return _unified(_read(path) if path.is_file() else None, text, str(path))
 
 
 def diff_directory(target: Path, files: dict[str, str]) -> str:
     """Unified diff from ``target`` on disk to ``files``, including files that would vanish."""
     on_disk = (
-        {str(p.relative_to(target)): p.read_text(encoding="utf-8") for p in sorted(target.rglob("*")) if p.is_file()}
+        {p.relative_to(target).as_posix(): _read(p) for p in sorted(target.rglob("*")) if p.is_file()}
         if target.is_dir()
         else {}
     )
     out = []
     for rel in sorted(set(on_disk) | set(files)):
-        old, new = on_disk.get(rel, ""), files.get(rel, "")
+        old, new = on_disk.get(rel), files.get(rel)
         if old != new:
             out.append(_unified(old, new, f"{target}/{rel}"))
     return "".join(out)
