@@ -12,6 +12,7 @@ from typing import Any
 
 from elastic_compile.compiler import crdcheck
 from elastic_compile.compiler.errors import CompileError
+from elastic_compile.compiler.flyte import FlyteTask, check_task, spec_to_flyte
 from elastic_compile.compiler.loader import Loaded, load_file, load_text
 from elastic_compile.compiler.plan import Plan, spec_to_plan
 from elastic_compile.compiler.render import render
@@ -26,15 +27,19 @@ class Target:
     name: str
     template: str
     filename: str
-    api_version: str
-    kind: str
+    api_version: str | None  # None: not a Kubernetes object (the Flyte TaskSpec)
+    kind: str | None
 
 
 TARGETS: dict[str, Target] = {
     "pytorchjob": Target("pytorchjob", "pytorchjob.yaml.j2", "pytorchjob.yaml", "kubeflow.org/v1", "PyTorchJob"),
     "podtemplate": Target("podtemplate", "podtemplate.yaml.j2", "podtemplate.yaml", "v1", "PodTemplate"),
+    "flyte": Target("flyte", "flyte_task.yaml.j2", "flyte-task.yaml", None, None),
 }
-ALL = ("pytorchjob", "podtemplate")
+# What -t all asks for. flyte is kept only for specs with a flyte: section (project,
+# domain and version have no defaults), so -t all never fails on a spec that is not
+# meant for Flyte; an explicit -t flyte on such a spec is an error.
+ALL = ("pytorchjob", "podtemplate", "flyte")
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ def check_output(target: Target, doc: dict[str, Any], plan: Plan) -> list[str]:
     operator webhook's rules and the traps we promise never to emit. The CRD and
     kubernetes-validate checks run in the tests (the CRD is not ours to ship).
     """
+    if target.api_version is None:
+        return check_task(doc)
     problems = []
     if doc.get("apiVersion") != target.api_version or doc.get("kind") != target.kind:
         problems.append(f"expected apiVersion {target.api_version} and kind {target.kind}")
@@ -73,12 +80,14 @@ def check_output(target: Target, doc: dict[str, Any], plan: Plan) -> list[str]:
     return problems
 
 
-def plan_outputs(plan: Plan, targets: Sequence[str], template_dir: Path | None = None) -> tuple[Output, ...]:
-    """Render, parse back and check each target."""
+def plan_outputs(
+    plan: Plan, targets: Sequence[str], template_dir: Path | None = None, flyte_task: FlyteTask | None = None
+) -> tuple[Output, ...]:
+    """Render, parse back and check each target (``flyte`` needs ``flyte_task``)."""
     outputs = []
     for name in targets:
         target = TARGETS[name]
-        doc = render(target.template, template_dir, plan=plan)
+        doc = render(target.template, template_dir, plan=plan, task=flyte_task)
         problems = check_output(target, doc, plan)
         if problems:
             raise CompileError(f"template {target.template}", "; ".join(problems))
@@ -92,9 +101,12 @@ def compile_spec(
     template_dir: Path | None = None,
     loaded: Loaded | None = None,
 ) -> Compiled:
-    """Compile a validated spec."""
+    """Compile a validated spec. ``targets == ALL`` keeps flyte only if the spec has a flyte: section."""
+    if tuple(targets) == ALL and spec.flyte is None:
+        targets = tuple(t for t in ALL if t != "flyte")
     plan = spec_to_plan(spec)
-    return Compiled(loaded, spec, plan, plan_outputs(plan, targets, template_dir))
+    flyte_task = spec_to_flyte(spec, loaded) if "flyte" in targets else None
+    return Compiled(loaded, spec, plan, plan_outputs(plan, targets, template_dir, flyte_task))
 
 
 def compile_path(
