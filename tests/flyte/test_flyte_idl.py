@@ -45,6 +45,15 @@ CASES: dict[str, dict[str, Any]] = {
     "shm-off": {"nnodes": 2, "shared_memory": False},
     "shm-sized": {"nnodes": 2, "shared_memory": "16Gi"},
     "rdzv-conf-and-port": {"nnodes": "2:3", "rdzv": {"port": 29400, "conf": {"is_host": "false"}}},
+    "pod-integers": {
+        "nnodes": 2,
+        "pod_template": {
+            "spec": {
+                "securityContext": {"runAsUser": 1000},
+                "containers": [{**SIDECAR, "ports": [{"containerPort": 8080}]}],
+            }
+        },
+    },
     "pod-labels": {"nnodes": 2, "pod_template": {"metadata": {"labels": {"team": "ml"}}}, "istio_sidecar": True},
     "named": {"nnodes": 2, "flyte": {"project": "p", "domain": "d", "name": "train.elastic", "version": "abc123"}},
 }
@@ -93,6 +102,12 @@ def _doubles(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value
+
+
+def test_pod_integers_become_doubles() -> None:
+    pod = compile_flyte(spec_text(**CASES["pod-integers"]))["template"]["k8sPod"]["podSpec"]
+    assert pod["securityContext"] == {"runAsUser": 1000.0}
+    assert pod["containers"][1]["ports"] == [{"containerPort": 8080.0}]
 
 
 def test_enum_and_zero_values_follow_proto3() -> None:

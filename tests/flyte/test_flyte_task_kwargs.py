@@ -41,7 +41,8 @@ CASES: dict[str, dict[str, Any]] = {
         "pod_template": {
             "metadata": {"labels": {"team": "ml"}},
             "spec": {
-                "containers": [SIDECAR],
+                "containers": [{**SIDECAR, "ports": [{"containerPort": 8080}]}],
+                "securityContext": {"runAsUser": 1000},
                 "nodeSelector": {"pool": "a100"},
                 "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
             },
