@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from elastic_compile import __version__
-from elastic_compile.compiler import output
+from elastic_compile.compiler import lint, output
 from elastic_compile.compiler.errors import CompileError, Problem, SpecError
 from elastic_compile.compiler.pipeline import ALL, TARGETS, Compiled, compile_path
 
@@ -64,6 +64,10 @@ def _parser() -> argparse.ArgumentParser:
         help="print the resolved spec: every value, default and where it came from",
     )
     p.add_argument("--templates", type=Path, metavar="DIR", help="templates that replace the built-in ones")
+    p.add_argument("--strict", action="store_true", help="treat lint warnings as errors (exit 2, nothing written)")
+    p.add_argument(
+        "--ignore", action="append", default=[], metavar="CODE", help="silence lint CODE, e.g. EC104 (repeatable)"
+    )
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version=f"elastic-compile {__version__}")
     return p
@@ -131,6 +135,8 @@ def _compile(ns: argparse.Namespace) -> int:
             problems.extend(e.problems)
     if problems:
         raise SpecError(problems)
+    if lint.report(compiled, ns.ignore, strict=ns.strict):  # warnings to stderr; True: --strict and one fired
+        return EXIT_INPUT
     if ns.explain:
         from elastic_compile.compiler.explain import explain
 

@@ -1,0 +1,343 @@
+"""Lints: specs the compiler accepts but that are probably not what the user wants.
+
+Each rule has a stable code (``EC1xx``: codes are product surface, never reused) and a
+one-line reason. Warnings print as ``file:line:col: field.path: warning EC1xx: message``;
+``--strict`` makes them errors (exit 2). A spec silences a rule with ``lint: {EC104:
+ignore}`` and the command line with ``--ignore EC104``; an unknown code in either is an
+error, so a typo cannot silence nothing while looking like it silences something.
+
+Rules read the validated spec (what the user wrote, for locations) and the plan (what
+the compiler decided, e.g. whether the pod gets a memory-backed /dev/shm).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, TextIO
+
+from elastic_compile import contract
+from elastic_compile.compiler.errors import Problem, SpecError
+from elastic_compile.compiler.loader import Loaded, dotted
+from elastic_compile.compiler.podspec import SHM_VOLUME
+from elastic_compile.schema import ElasticSpec
+from elastic_compile.schema.quantity import is_quantity, parse_quantity
+
+if TYPE_CHECKING:
+    from elastic_compile.compiler.pipeline import Compiled
+    from elastic_compile.compiler.plan import Plan
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One lint: its code, a short name and the one-line reason it exists."""
+
+    code: str
+    name: str
+    why: str
+
+
+RULES: dict[str, Rule] = {
+    rule.code: rule
+    for rule in (
+        Rule(
+            "EC101",
+            "nproc-gpu-mismatch",
+            "each worker process normally drives one GPU: more processes share GPUs, fewer leave GPUs idle",
+        ),
+        Rule(
+            "EC102",
+            "shm-without-memory-limit",
+            "a memory-backed /dev/shm is bounded only by the container's memory limit; without one it can "
+            "take the node's memory",
+        ),
+        Rule(
+            "EC103",
+            "short-join-timeout",
+            "nodes still pulling a multi-GB image miss a short rendezvous and the job fails to start",
+        ),
+        Rule(
+            "EC104",
+            "elastic-without-restarts",
+            "every node joining or leaving restarts the worker group and counts as a restart; with 0 the "
+            "first membership change fails the job",
+        ),
+        Rule(
+            "EC105",
+            "unpinned-image",
+            "an image without a tag or digest, or tagged latest, can change between restarts and nodes of one job",
+        ),
+        Rule(
+            "EC106",
+            "cpu-below-nproc",
+            "fewer CPUs than worker processes starves data loading and the NCCL/gloo threads",
+        ),
+        Rule(
+            "EC107",
+            "literal-secret-env",
+            "a secret written as a literal env value lands in the manifest, in git and in kubectl describe; "
+            "use valueFrom.secretKeyRef",
+        ),
+        Rule(
+            "EC108",
+            "host-namespace",
+            "sharing the node's network, IPC or PID namespace breaks isolation and port 23456 may already be in use",
+        ),
+        Rule(
+            "EC109",
+            "privileged-container",
+            "a privileged container has full access to the node; GPUs and RDMA devices need device plugins, "
+            "not privilege",
+        ),
+    )
+}
+
+# A join timeout below this leaves no room for a cold image pull (the schema's default
+# is 900 s for the same reason; flytekit uses 900).
+MIN_MULTINODE_JOIN_TIMEOUT = 300
+
+# Env names that look like secrets: a word of the name (split on _ . -) is KEY/KEYS or
+# ends with one of these (HFTOKEN, APIKEY). Whole-word matching keeps MONKEY_COUNT,
+# KEYBOARD and TOKENIZERS_PARALLELISM (Hugging Face, set in most training images) out.
+_SECRET_WORDS = ("TOKEN", "PASSWORD", "PASSWD", "SECRET", "APIKEY", "ACCESSKEY", "CREDENTIAL")
+_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+
+
+@dataclass(frozen=True)
+class Lint:
+    """One finding: the rule's code, where it is (a field path) and what is wrong."""
+
+    code: str
+    path: Path
+    message: str
+
+    @property
+    def why(self) -> str:
+        """The rule's one-line reason."""
+        return RULES[self.code].why
+
+    def problem(self, loaded: Loaded | None, severity: str = "warning") -> Problem:
+        """This lint as a located ``Problem`` whose message reads ``warning EC1xx: ...``."""
+        text = f"{severity} {self.code}: {self.message}; {self.why}"
+        if loaded is None:
+            return Problem("<spec>", 1, 1, dotted(self.path), text)
+        return loaded.problem(self.path, text)
+
+
+def lint(spec: ElasticSpec, plan: Plan) -> list[Lint]:
+    """Every lint that fires on ``spec`` (nothing is silenced here; see :func:`active`)."""
+    found: list[Lint] = []
+    for check in _CHECKS:
+        found.extend(check(spec, plan))
+    return found
+
+
+def known(code: str) -> bool:
+    """True when ``code`` names a lint rule."""
+    return code in RULES
+
+
+def _unknown_message(code: str) -> str:
+    return f"unknown lint code {code}; known codes: {', '.join(RULES)}"
+
+
+def spec_code_problems(loaded: Loaded | None, spec: ElasticSpec) -> list[Problem]:
+    """Problems for unknown codes in the spec's ``lint:`` map, located at the key."""
+    problems = []
+    for code in spec.lint:
+        if not known(code):
+            message = _unknown_message(code)
+            if loaded is None:
+                problems.append(Problem("<spec>", 1, 1, f"lint.{code}", message))
+            else:
+                problems.append(loaded.problem(("lint", code), message, given=code, at_key=True))
+    return problems
+
+
+def active(spec: ElasticSpec, plan: Plan, ignore: Iterable[str] = ()) -> list[Lint]:
+    """The lints of ``spec`` minus those silenced by its ``lint:`` map or by ``ignore``."""
+    silenced = set(spec.lint) | set(ignore)
+    return [found for found in lint(spec, plan) if found.code not in silenced]
+
+
+def report(compiled: Sequence[Compiled], ignore: Sequence[str], *, strict: bool, stream: TextIO | None = None) -> bool:
+    """Print the active lints of every compiled spec to ``stream`` (stderr); the CLI's one call.
+
+    Raises ``SpecError`` for unknown codes (``--ignore`` or a spec's ``lint:`` map).
+    Returns True when ``strict`` and any lint fired: the caller exits 2 and writes nothing.
+    """
+    bad = [code for code in ignore if not known(code)]
+    if bad:
+        raise SpecError([Problem("elastic-compile", 0, 0, "usage", f"--ignore: {_unknown_message(bad[0])}")])
+    problems = [p for c in compiled for p in spec_code_problems(c.loaded, c.spec)]
+    if problems:
+        raise SpecError(problems)
+    out = stream if stream is not None else sys.stderr
+    fired = False
+    for c in compiled:
+        for found in active(c.spec, c.plan, ignore):
+            fired = True
+            print(found.problem(c.loaded, "error" if strict else "warning"), file=out)
+    return strict and fired
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def _nproc_gpus(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    gpus = spec.resources.gpus()
+    nproc = spec.nproc_per_node
+    # nproc_per_node is filled from the GPU count when omitted, so this fires only on a
+    # number (or cpu) the user wrote; auto and gpu resolve to the GPU count in the pod.
+    if gpus and (nproc == "cpu" or (isinstance(nproc, int) and nproc != gpus)):
+        yield Lint("EC101", ("nproc_per_node",), f"{nproc} processes per node but {gpus} GPUs requested")
+
+
+def _shm_memory(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    volumes = plan.pod_template.get("spec", {}).get("volumes") or []
+    memory_backed = any(
+        v.get("name") == SHM_VOLUME and (v.get("emptyDir") or {}).get("medium") == "Memory" for v in volumes
+    )
+    if not memory_backed or spec.resources.memory_limit() is not None:
+        return
+    # Fires when the user has said something about memory: shared_memory written out, or
+    # a memory request. A spec silent on memory leaves sizing to the namespace's
+    # LimitRange (which usually supplies a default limit): we cannot tell, so we do not
+    # guess, and the default /dev/shm alone does not warn.
+    if "shared_memory" in spec.model_fields_set:
+        yield Lint("EC102", ("shared_memory",), "memory-backed /dev/shm but no resources.limits.memory")
+    elif "memory" in spec.resources.requests:
+        yield Lint(
+            "EC102",
+            ("resources", "requests", "memory"),
+            "a memory request with the default memory-backed /dev/shm but no resources.limits.memory",
+        )
+
+
+def _join_timeout(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    timeout = spec.rdzv.join_timeout
+    if spec.nnodes.max > 1 and timeout < MIN_MULTINODE_JOIN_TIMEOUT:
+        yield Lint(
+            "EC103",
+            ("rdzv", "join_timeout"),
+            f"join_timeout {timeout} s is under {MIN_MULTINODE_JOIN_TIMEOUT} s on a multi-node job",
+        )
+
+
+def _elastic_restarts(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    if spec.nnodes.elastic and spec.max_restarts == 0:
+        yield Lint("EC104", ("max_restarts",), f"elastic range {spec.nnodes} with max_restarts 0")
+
+
+def image_problem(image: str) -> str | None:
+    """Why ``image`` is not pinned, or None (a digest, or a tag other than latest)."""
+    if "@" in image:
+        return None
+    last = image.rsplit("/", 1)[-1]  # registry:5000/team/img has a port, not a tag
+    if ":" not in last:
+        return f"image {image} has no tag or digest"
+    if last.rsplit(":", 1)[1] == "latest":
+        return f"image {image} is tagged latest"
+    return None
+
+
+def _containers(spec: ElasticSpec) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """The user's pod_template containers and init containers, with their spec paths."""
+    pod = spec.pod_template.spec
+    for field in ("containers", "initContainers"):
+        items = pod.get(field)
+        for index, container in enumerate(items if isinstance(items, list) else []):
+            if isinstance(container, dict):
+                yield ("pod_template", "spec", field, index), container
+
+
+def _images(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    problem = image_problem(spec.image)
+    if problem:
+        yield Lint("EC105", ("image",), problem)
+    for path, container in _containers(spec):
+        image = container.get("image")
+        if isinstance(image, str) and (problem := image_problem(image)):
+            yield Lint("EC105", (*path, "image"), problem)
+
+
+def _nproc_count(spec: ElasticSpec) -> int | None:
+    nproc = spec.nproc_per_node
+    if isinstance(nproc, int):
+        return nproc
+    if nproc in ("gpu", "auto"):
+        return spec.resources.gpus() or None  # auto without GPUs is one per CPU: never below
+    return None  # cpu: one process per CPU the node has, not per CPU requested
+
+
+def _cpu(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    nproc = _nproc_count(spec)
+    for side in ("requests", "limits"):
+        raw = getattr(spec.resources, side).get("cpu")
+        if raw is None:
+            continue
+        if nproc is not None and is_quantity(raw) and parse_quantity(raw) < Decimal(nproc):
+            yield Lint("EC106", ("resources", side, "cpu"), f"cpu {raw} is below nproc_per_node {nproc}")
+        return  # the request decides scheduling; the limit matters only without one
+
+
+def secret_like(name: str) -> bool:
+    """True when an env name looks like it holds a secret (API_TOKEN, DB_PASSWORD, AWS_SECRET_ACCESS_KEY)."""
+    for word in _WORD_SPLIT.split(name.upper()):
+        if word in ("KEY", "KEYS") or any(word.endswith((m, m + "S")) for m in _SECRET_WORDS):
+            return True
+    return False
+
+
+def _env_secrets(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    if isinstance(spec.env, dict):
+        for name, value in spec.env.items():
+            if value and secret_like(name):
+                yield Lint("EC107", ("env", name), f"{name} looks like a secret but has a literal value")
+    else:
+        for index, var in enumerate(spec.env):
+            if var.value and secret_like(var.name):
+                yield Lint("EC107", ("env", index, "value"), f"{var.name} looks like a secret but has a literal value")
+    for path, container in _containers(spec):
+        env = container.get("env")
+        for index, entry in enumerate(env if isinstance(env, list) else []):
+            if not isinstance(entry, dict):
+                continue
+            env_name, env_value = entry.get("name"), entry.get("value")
+            if isinstance(env_name, str) and isinstance(env_value, str) and env_value and secret_like(env_name):
+                yield Lint(
+                    "EC107", (*path, "env", index, "value"), f"{env_name} looks like a secret but has a literal value"
+                )
+
+
+def _host_namespaces(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    for field in ("hostNetwork", "hostIPC", "hostPID"):
+        if spec.pod_template.spec.get(field) is True:
+            yield Lint("EC108", ("pod_template", "spec", field), f"{field}: true")
+
+
+def _privileged(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    for path, container in _containers(spec):
+        context = container.get("securityContext")
+        if isinstance(context, dict) and context.get("privileged") is True:
+            name = container.get("name", "?")
+            where = "the training container" if name == contract.TRAINING_CONTAINER else f"container {name}"
+            yield Lint("EC109", (*path, "securityContext", "privileged"), f"{where} is privileged")
+
+
+_CHECKS = (
+    _nproc_gpus,
+    _shm_memory,
+    _join_timeout,
+    _elastic_restarts,
+    _images,
+    _cpu,
+    _env_secrets,
+    _host_namespaces,
+    _privileged,
+)
