@@ -65,7 +65,9 @@ _POD_SPEC_LISTS: dict[str, tuple[str, str]] = {
     "topologySpreadConstraints": ("topologyKey", "merge"),
     "schedulingGates": ("name", "merge"),
     "resourceClaims": ("name", "merge,retainKeys"),
+    "evictionResponders": ("name", "merge"),
 }
+# Left out: ephemeralContainers, which the API server rejects in a pod template.
 _CONTAINER_LISTS: dict[str, tuple[str, str]] = {
     "env": ("name", "merge"),
     "ports": ("containerPort", "merge"),
