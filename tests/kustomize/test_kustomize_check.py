@@ -1,0 +1,200 @@
+"""``--check`` end to end, byte-identical output across machines, and the pre-commit hook.
+
+Everything runs ``elastic-compile`` in a subprocess, as CI and pre-commit do.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "ddp-2x8-gpu.yaml"
+HOOKS = ROOT / ".pre-commit-hooks.yaml"
+
+# Non-ASCII in a value, a comment and an annotation: the bytes written must not depend on the locale.
+UNICODE_SPEC = """\
+# Données d'entraînement: ✓
+name: unicode-job
+image: ghcr.io/example/trainer:1.0
+command: [python, train.py, --tag, "café ✓"]
+annotations: {team: "ml-π"}
+env: {GREETING: "grüß dich"}
+"""
+
+
+def _run(*args: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "elastic_compile.compiler.cli", *map(str, args)],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
+        timeout=120,
+    )
+
+
+def _snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``root`` (and its siblings' names) with bytes and mtime: proof nothing was written."""
+    files = {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+    files["<siblings>"] = (" ".join(sorted(p.name for p in root.parent.iterdir())).encode(), 0)
+    return files
+
+
+# ------------------------------------------------------------------------------ --check -o DIR
+
+
+def test_check_directory_end_to_end(tmp_path: Path) -> None:
+    spec = tmp_path / "elastic.yaml"
+    spec.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    base = tmp_path / "deploy" / "base"
+    written = _run(spec, "-t", "all", "-o", base)
+    assert (written.returncode, written.stdout, written.stderr) == (0, "", "")
+
+    fresh = _run(spec, "-t", "all", "-o", base, "--check")
+    assert (fresh.returncode, fresh.stdout, fresh.stderr) == (0, "", "")
+
+    # A hand edit, a stray file that a rewrite would delete, and a deleted file.
+    job = base / "pytorchjob.yaml"
+    job.write_text(job.read_text(encoding="utf-8").replace("replicas: 2", "replicas: 3"), encoding="utf-8")
+    (base / "notes.txt").write_text("kept by hand\n", encoding="utf-8")
+    (base / "openapi.json").unlink()
+    before = _snapshot(tmp_path)
+    stale = _run(spec, "-t", "all", "-o", base, "--check")
+    assert stale.returncode == 1
+    assert f"--- a/{base}/pytorchjob.yaml\n+++ b/{base}/pytorchjob.yaml\n" in stale.stdout
+    assert "-      replicas: 3\n+      replicas: 2\n" in stale.stdout
+    assert f"--- a/{base}/notes.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-kept by hand\n" in stale.stdout
+    assert f"--- /dev/null\n+++ b/{base}/openapi.json\n" in stale.stdout
+    assert "stale" in stale.stderr and "rerun without --check" in stale.stderr
+    assert _snapshot(tmp_path) == before, "--check never writes"
+
+    # Writing brings it back in line; then a changed spec is drift again.
+    assert _run(spec, "-t", "all", "-o", base).returncode == 0
+    assert not (base / "notes.txt").exists()
+    assert _run(spec, "-t", "all", "-o", base, "--check").returncode == 0
+    spec.write_text(spec.read_text(encoding="utf-8").replace("nnodes: 2", "nnodes: 4"), encoding="utf-8")
+    before = _snapshot(tmp_path)
+    changed = _run(spec, "-t", "all", "-o", base, "--check")
+    assert changed.returncode == 1
+    assert "-      replicas: 2\n+      replicas: 4\n" in changed.stdout
+    assert "-    maxReplicas: 2\n" in changed.stdout and "+    maxReplicas: 4\n" in changed.stdout
+    assert "podtemplate.yaml" not in changed.stdout, "only the files that differ"
+    assert _snapshot(tmp_path) == before
+
+
+def test_check_missing_directory_is_drift(tmp_path: Path) -> None:
+    missing = _run(EXAMPLE, "-o", tmp_path / "nowhere", "--check")
+    assert missing.returncode == 1
+    assert f"+++ b/{tmp_path}/nowhere/kustomization.yaml" in missing.stdout
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_check_several_specs(tmp_path: Path) -> None:
+    other = tmp_path / "u.yaml"
+    other.write_text(UNICODE_SPEC, encoding="utf-8")
+    out = tmp_path / "out"
+    assert _run(EXAMPLE, other, "-o", out).returncode == 0
+    assert _run(EXAMPLE, other, "-o", out, "--check").returncode == 0
+    # Dropping a spec from the command line would delete its base: that is drift too.
+    dropped = _run(EXAMPLE, "-o", out, "--check")
+    assert dropped.returncode == 1 and f"--- a/{out}/unicode-job/pytorchjob.yaml\n+++ /dev/null" in dropped.stdout
+
+
+def test_check_file_end_to_end(tmp_path: Path) -> None:
+    target = tmp_path / "job.yaml"
+    target.write_text(_run(EXAMPLE).stdout, encoding="utf-8")
+    assert _run(EXAMPLE, "--check", target).returncode == 0
+    target.write_text(target.read_text(encoding="utf-8").rstrip("\n"), encoding="utf-8")
+    before = target.read_bytes()
+    stale = _run(EXAMPLE, "--check", target)
+    assert stale.returncode == 1
+    assert "\\ No newline at end of file\n" in stale.stdout
+    assert target.read_bytes() == before
+
+
+# ------------------------------------------------------------------------------ reproducible bytes
+
+
+def test_same_bytes_across_machines(tmp_path: Path) -> None:
+    """Two runs differing in hash seed, locale (ASCII C vs C.UTF-8), time zone, cwd and spec paths."""
+    specs_dir = tmp_path / "specs"
+    specs_dir.mkdir()
+    (specs_dir / "u.yaml").write_text(UNICODE_SPEC, encoding="utf-8")
+    ascii_c = {
+        "PYTHONHASHSEED": "0",
+        "LANG": "C",
+        "LC_ALL": "C",
+        # Without these Python 3.7+ quietly switches a C locale to UTF-8 (PEP 538, PEP 540).
+        "PYTHONCOERCECLOCALE": "0",
+        "PYTHONUTF8": "0",
+        "TZ": "UTC",
+    }
+    utf8 = {
+        "PYTHONHASHSEED": "4242",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONUTF8": "1",
+        "TZ": "Pacific/Chatham",
+    }
+    one, two = tmp_path / "one", tmp_path / "two"
+    first = _run("u.yaml", EXAMPLE, "-t", "all", "-o", one, cwd=specs_dir, env=ascii_c)
+    second = _run(specs_dir / "u.yaml", os.path.relpath(EXAMPLE, ROOT), "-t", "all", "-o", two, cwd=ROOT, env=utf8)
+    assert (first.returncode, first.stderr) == (0, "")
+    assert (second.returncode, second.stderr) == (0, "")
+
+    def tree(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    assert tree(one) == tree(two)
+    assert len(tree(one)) == 8  # two bases of four files
+    assert "grüß dich".encode() in tree(one)["unicode-job/pytorchjob.yaml"]
+
+
+# ------------------------------------------------------------------------------ pre-commit hook
+
+
+@pytest.fixture(scope="module")
+def hook() -> dict[str, object]:
+    (entry,) = yaml.safe_load(HOOKS.read_text(encoding="utf-8"))
+    assert isinstance(entry, dict)
+    return entry
+
+
+def test_hook_definition(hook: dict[str, object]) -> None:
+    assert hook["id"] == "elastic-compile-check"
+    assert hook["entry"] == "elastic-compile"
+    assert hook["language"] == "python"
+    # The output depends on every spec listed in args, not only on the staged ones.
+    assert hook["pass_filenames"] is False
+    files = re.compile(str(hook["files"]))
+    for name in ("elastic.yaml", "jobs/elastic.yml", "train.elastic.yaml", "a/b/llm-finetune.elastic.yml"):
+        assert files.search(name), name
+    for name in ("notelastic.yaml", "elastic.yaml.bak", "elastic.json", "docs/elastic.md"):
+        assert not files.search(name), name
+
+
+def test_hook_args_as_documented(tmp_path: Path, hook: dict[str, object]) -> None:
+    """pre-commit runs ``entry`` + ``args`` (no file names): the README's args must work as written.
+
+    --check comes first: it takes an optional FILE, so ``-o DIR --check spec.yaml`` would
+    read spec.yaml as the file to compare with.
+    """
+    spec = tmp_path / "train.elastic.yaml"
+    spec.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    args = ["--check", "-o", "deploy/base", "train.elastic.yaml"]
+    assert _run(*args[1:3], *args[3:], cwd=tmp_path).returncode == 0  # the command that wrote the base
+    assert _run(*args, cwd=tmp_path).returncode == 0
+    (tmp_path / "deploy" / "base" / "pytorchjob.yaml").write_text("edited: by hand\n", encoding="utf-8")
+    assert _run(*args, cwd=tmp_path).returncode == 1
+    docs = (ROOT / "docs" / "kustomize.md").read_text(encoding="utf-8")
+    assert "args: [--check, -o, deploy/base, train.elastic.yaml]" in docs
+    assert "id: elastic-compile-check" in docs
