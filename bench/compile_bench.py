@@ -83,8 +83,10 @@ def main() -> int:
     rows = [
         ("python -c pass", [sys.executable, "-c", "pass"]),
         ("elastic-compile ddp-2x8-gpu.yaml", [str(BIN / "elastic-compile"), str(EXAMPLE)]),
-        ("elastic-compile -t all --format json", [str(BIN / "elastic-compile"), str(EXAMPLE), "-t", "all",
-                                                  "--format", "json"]),
+        (
+            "elastic-compile -t all --format json",
+            [str(BIN / "elastic-compile"), str(EXAMPLE), "-t", "all", "--format", "json"],
+        ),
     ]
     if not args.no_peer:
         rows.append(("flytekit: define + serialize (peer)", [sys.executable, "-c", FLYTE_PEER]))

@@ -51,7 +51,7 @@ def test_output_directory_and_check(tmp_path: Path, capsys: pytest.CaptureFixtur
     base = tmp_path / "base"
     assert main([EXAMPLE, "-t", "all", "-o", str(base)]) == 0
     names = sorted(p.name for p in base.iterdir())
-    assert names[:3] == ["kustomization.yaml", "podtemplate.yaml", "pytorchjob.yaml"]
+    assert names == ["kustomization.yaml", "openapi.json", "podtemplate.yaml", "pytorchjob.yaml"]
     assert main([EXAMPLE, "-t", "all", "-o", str(base), "--check"]) == 0
     assert capsys.readouterr().out == ""
     (base / "pytorchjob.yaml").write_text((base / "pytorchjob.yaml").read_text().replace("'8'", "'4'"))

@@ -34,7 +34,7 @@ def _lines(fragment: str) -> list[str]:
     [
         (
             "    nodeSelectr: {pool: gpu}\n",
-            "s.yaml:6:5: pod_template.spec.nodeSelectr: unknown field; did you mean nodeSelector?",
+            "s.yaml:6:5: pod_template.spec.nodeSelectr: unknown field; did you mean nodeSelector? (given: nodeSelectr)",
         ),
         (
             "    tolerations: {key: a}\n",

@@ -223,7 +223,7 @@ def _list_type_keyword(validator: Any, list_type: Any, instance: Any, schema: Ma
     server-side apply would otherwise silently collapse them (two containers named
     ``pytorch`` become one).
     """
-    from jsonschema.exceptions import ValidationError  # noqa: PLC0415 - optional dependency, see module doc
+    from jsonschema.exceptions import ValidationError
 
     if not isinstance(instance, list) or list_type not in ("set", "map"):
         return
@@ -265,7 +265,7 @@ def _is_integer(checker: Any, instance: object) -> bool:
 @functools.cache
 def _validator_class() -> Any:
     """Draft 2020-12 plus the list-type keyword (jsonschema ships no type hints: Any)."""
-    from jsonschema import Draft202012Validator, validators  # noqa: PLC0415 - optional dependency
+    from jsonschema import Draft202012Validator, validators
 
     return validators.extend(
         Draft202012Validator,
@@ -281,7 +281,7 @@ def _format_checker() -> Any:
     jsonschema's default checker knows neither int32 nor int64, and a value out of the
     int32 range (``replicas: 3000000000``) cannot even be decoded by the operator.
     """
-    from jsonschema import FormatChecker  # noqa: PLC0415 - optional dependency
+    from jsonschema import FormatChecker
 
     checker = FormatChecker(formats=())
 
@@ -325,7 +325,7 @@ def _show(value: Any, limit: int = 80) -> str:
 
 def _render(error: Any, prefix: str = "") -> list[str]:
     """Human-readable messages for one jsonschema error, with a JSON path."""
-    from jsonschema.exceptions import best_match  # noqa: PLC0415 - optional dependency
+    from jsonschema.exceptions import best_match
 
     path = _format_path(list(error.absolute_path), prefix)
     where = path or "<root>"
@@ -475,7 +475,7 @@ def _cached_validator(path: str, strict: bool) -> CrdValidator:
 
 
 def _load_validator(path: str, strict: bool) -> CrdValidator:
-    import yaml  # noqa: PLC0415 - keeps this module's import stdlib-only
+    import yaml
 
     # libyaml parses the 644 KB PyTorchJob CRD ~9x faster than the pure-Python loader.
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -643,7 +643,7 @@ def _core_schema_dir() -> Path:
 @functools.cache
 def _core_registry() -> Registry[Any]:
     """Bundled ``_definitions.json`` as a referencing registry, loaded once."""
-    from referencing import Registry, Resource  # noqa: PLC0415 - optional dependency
+    from referencing import Registry, Resource
 
     with open(_core_schema_dir() / "_definitions.json", encoding="utf-8") as handle:
         definitions = json.load(handle)

@@ -64,14 +64,14 @@ _Dumper.add_representer(SourceInt, lambda d, v: d.represent_int(int(v)))
 _Dumper.add_representer(SourceFloat, lambda d, v: d.represent_float(float(v)))
 
 
-def plain(data: Any) -> Any:
-    """``data`` with Source numbers turned into plain ``int``/``float`` and top keys first."""
+def plain(data: Any, *, top: bool = True) -> Any:
+    """``data`` with Source numbers turned into plain ``int``/``float``; a document's top keys first."""
     if isinstance(data, Mapping):
-        ordered = {k: plain(data[k]) for k in _TOP_KEYS if k in data}
-        ordered.update({k: plain(v) for k, v in data.items() if k not in ordered})
+        ordered = {k: plain(data[k], top=False) for k in _TOP_KEYS if top and k in data}
+        ordered.update({k: plain(v, top=False) for k, v in data.items() if k not in ordered})
         return ordered
     if isinstance(data, Sequence) and not isinstance(data, str):
-        return [plain(v) for v in data]
+        return [plain(v, top=top) for v in data]
     if isinstance(data, bool) or data is None:
         return data
     if isinstance(data, int):

@@ -20,6 +20,7 @@ and column of any field path.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -156,6 +157,10 @@ class Loaded:
     ) -> Problem:
         """A ``Problem`` located at ``path`` (or at the deepest part of it that exists)."""
         node, key_node, exact = self.locate(path)
+        if not exact and isinstance(node, ScalarNode):
+            # The path goes on inside a value written as a scalar (function: "a.b:c" is
+            # function.target): the scalar itself is at fault.
+            exact, key_node = True, None
         mark_node = key_node if (at_key or not exact) and key_node is not None else node
         if exact and given is None and isinstance(node, ScalarNode) and node.value != "":
             given = node.value
@@ -167,8 +172,17 @@ def dotted(path: Sequence[str | int]) -> str:
     """``("env", 0, "name")`` -> ``env[0].name``; the empty path is ``spec``."""
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not _PLAIN_KEY.match(part):
+            # Keys such as app.kubernetes.io/name or "bad label" would make a dotted path ambiguous.
+            out += "[" + json.dumps(part, ensure_ascii=False) + "]"
+        else:
+            out += f".{part}" if out else part
     return out or "spec"
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_$-]+$")
 
 
 def _pairs(node: MappingNode) -> Iterator[tuple[Node, Node]]:
@@ -214,7 +228,8 @@ class _Builder:
         if self.count > MAX_VALUES:
             raise _LoadLimit(f"the document expands to more than {MAX_VALUES} values (an alias bomb?)", node)
         if node.tag not in _ALLOWED_TAGS:
-            self._problem(node, "YAML tags other than the standard ones are not allowed", node.tag)
+            tag = "!!" + node.tag[len(_TAG) :] if node.tag.startswith(_TAG) else node.tag
+            self._problem(node, "YAML tags other than the standard ones are not allowed", tag)
             return None
         if isinstance(node, ScalarNode):
             return self._scalar(node)
@@ -304,7 +319,11 @@ def load_text(
         except UnicodeDecodeError as e:
             line, col = _position(raw, e.start)
             raise SpecError(
-                [Problem(file, line, col, "spec", "file is not valid UTF-8", repr(raw[e.start : e.start + 4]))]
+                [
+                    Problem(
+                        file, line, col, "spec", "not valid UTF-8; save the file as UTF-8", f"byte 0x{raw[e.start]:02X}"
+                    )
+                ]
             ) from e
     else:
         text = raw
@@ -319,6 +338,12 @@ def load_text(
         message = (e.problem or e.context or "invalid YAML").strip()
         if "expected a single document" in (e.context or ""):
             message = "expected one YAML document, found several (--- separators)"
+        elif "'\\t'" in message:
+            message += "; indent with spaces, not tabs"
+        elif e.context and e.context_mark is not None and e.problem:
+            # PyYAML's problem is where it noticed; the context names what was left open.
+            where = f"line {e.context_mark.line + 1}, column {e.context_mark.column + 1}"
+            message += f" ({e.context.strip()} at {where})"
         raise SpecError([Problem(file, line, col, "yaml", message)]) from e
     except yaml.reader.ReaderError as e:  # control characters; carries a position, not a mark
         line, col = _position(text[: e.position].encode(), len(text[: e.position].encode()))

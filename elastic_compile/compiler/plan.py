@@ -72,7 +72,10 @@ def launcher_args(spec: ElasticSpec) -> tuple[str, ...]:
         contract.OPT_SHUTDOWN_TIMEOUT, str(spec.shutdown_timeout),
     ]  # fmt: skip
     if spec.nnodes.max == 1:
+        # No elasticPolicy on one node, so nothing injects these: bake them.
         args += [contract.OPT_MAX_RESTARTS, str(spec.max_restarts)]
+        if rdzv.conf:
+            args += [contract.OPT_RDZV_CONF, ",".join(f"{k}={v}" for k, v in rdzv.conf.items())]
     if spec.function is not None:
         args += [contract.OPT_FUNCTION, spec.function.target, "--", *spec.function.args]
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Sequence
@@ -94,12 +95,14 @@ def _did_you_mean(path: Sequence[str | int]) -> str:
     if model is None or not isinstance(path[-1], str):
         return ""
     names = [f.alias or n for n, f in model.model_fields.items()]
-    close = difflib.get_close_matches(path[-1], names, n=1, cutoff=0.6)
-    if close:
-        return f"; did you mean {close[0]}?"
+    # The exact name one level off (join_timeout at the top, for rdzv.join_timeout) is a
+    # better guess than a fuzzy match at this level (shutdown_timeout).
     elsewhere = _find_field(ElasticSpec, path[-1], ())
     if elsewhere:
         return f"; did you mean {elsewhere}?"
+    close = difflib.get_close_matches(path[-1], names, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]}?"
     return f"; expected one of: {', '.join(sorted(names))}" if len(names) <= 12 else ""
 
 
@@ -108,19 +111,32 @@ def _message(err: Any, loaded: Loaded, path: list[str | int]) -> str:
     if kind == "extra_forbidden":
         return "unknown field" + _did_you_mean(path)
     if kind == "literal_error":
-        return f"must be one of {err['ctx']['expected']}"
+        expected = err["ctx"]["expected"]
+        given = err.get("input")
+        options = re.findall(r"'([^']*)'", expected)
+        close = [o for o in options if isinstance(given, str) and o.lower() == given.strip().lower()]
+        close = close or difflib.get_close_matches(str(given), options, n=1, cutoff=0.6)
+        return f"must be one of {expected}" + (f"; did you mean {close[0]}?" if close else "")
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         ops = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
         bound = next(v for k, v in err["ctx"].items() if k in ("ge", "gt", "le", "lt"))
         return f"must be {ops[kind]} {bound}"
     if kind == "value_error":
-        return str(err["ctx"]["error"])
+        text = str(err["ctx"]["error"])
+        node, _, exact = loaded.locate(path)
+        if exact and isinstance(node, ScalarNode) and "quote it: " in text:
+            text = re.sub(r'quote it: ".*"$', f'quote it: "{node.value}"', text)
+        return text
     message: str = _TYPE_MESSAGES.get(kind, err["msg"])
     node, _, exact = loaded.locate(path)
-    if exact and isinstance(node, ScalarNode) and node.style is None and YAML11_SURPRISE.match(node.value):
+    if not (exact and isinstance(node, ScalarNode)):
+        return message
+    if node.style is None and YAML11_SURPRISE.match(node.value):
         message += f"; YAML 1.1 readers give {node.value} another meaning, so write the value you mean"
-    elif kind == "string_type" and exact and isinstance(node, ScalarNode):
+    elif kind == "string_type":
         message += f'; quote it: "{node.value}"'
+    elif node.style in ('"', "'") and kind in ("int_type", "float_type", "bool_type", "int_from_float"):
+        message += ", not a quoted string; remove the quotes"
     return message
 
 
@@ -147,7 +163,7 @@ def _problems(error: ValidationError, loaded: Loaded) -> list[Problem]:
         inner = err.get("ctx", {}).get("error")
         if isinstance(inner, FieldProblems):
             for sub, message in inner.problems:
-                problems.append(loaded.problem([*path, *sub], message, at_key=message.startswith("unknown field")))
+                problems.append(_field_problem(loaded, [*path, *sub], message))
             continue
         message = _message(err, loaded, path)
         if at_key:
@@ -155,5 +171,16 @@ def _problems(error: ValidationError, loaded: Loaded) -> list[Problem]:
             continue
         node, _, exact = loaded.locate(path)
         kind = _kind_of(node) if exact and err["type"] != "missing" else None
+        if exact and isinstance(node, ScalarNode) and node.style in ('"', "'"):
+            kind = f"{node.style}{node.value}{node.style}"  # show the quotes the user wrote
         problems.append(loaded.problem(path, message, given=kind))
     return problems
+
+
+def _field_problem(loaded: Loaded, path: list[str | int], message: str) -> Problem:
+    """A model-level problem: ``[key]`` at the end of its path points at a mapping key."""
+    if path and path[-1] == "[key]":
+        return loaded.problem(path[:-1], message, given=str(path[-2]), at_key=True)
+    if message.startswith("unknown field"):
+        return loaded.problem(path, message, given=str(path[-1]), at_key=True)
+    return loaded.problem(path, message)

@@ -58,6 +58,7 @@ def _strict_text(value: Any, what: str) -> str:
     if text is None:
         if isinstance(value, bool) or value is None:
             shown = "null" if value is None else str(value).lower()
+            # The compiler's error mapper puts back what the user wrote (~, Null, ...).
             raise ValueError(f'{what} must be a string; quote it: "{shown}"')
         raise ValueError(f"{what} must be a string")
     return text
@@ -82,7 +83,7 @@ def parse_duration(value: Any) -> float:
     else:
         hint = ""
         if isinstance(value, str) and re.match(r"^\d+:\d+(:\d+)?$", value):
-            hint = f"; YAML 1.1 reads {value} as base-60 seconds, write it as 1h30m, 15m or 90s"
+            hint = f"; YAML 1.1 reads {value} as base-60 (1:30 is 90 s), so write the unit: 90s, 1m30s or 1h30m"
         raise ValueError(f"expected seconds (e.g. 900) or a duration such as 15m or 1h30m{hint}")
     if math.isnan(seconds) or seconds in (float("inf"), float("-inf")):  # NaN or infinite
         raise ValueError("must be a finite number of seconds")
@@ -145,6 +146,18 @@ def _strict_int_count(value: Any) -> Any:
 
 
 Count = Annotated[int, BeforeValidator(_strict_int_count)]
+
+
+def _shared_memory(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("yes", "no", "on", "off", "y", "n"):
+        raise ValueError(f"expected true, false or a size such as 64Gi; YAML 1.1 reads {value} as a boolean, "
+                         "so write true or false")
+    size = _quantity(value)
+    if parse_quantity(size) <= 0:
+        raise ValueError("a size must be above 0 (a sizeLimit of 0 means no limit); use false to turn it off")
+    return size
 
 
 class FieldProblems(ValueError):
@@ -270,6 +283,13 @@ class Resources(_Model):
     @model_validator(mode="after")
     def _extended_equal(self) -> Resources:
         problems: list[tuple[tuple[str | int, ...], str]] = []
+        for side, values in (("requests", self.requests), ("limits", self.limits)):
+            if GPU_KEY in values and GPU_RESOURCE in values:
+                problems.append(((side, GPU_RESOURCE), f"{GPU_KEY} already means {GPU_RESOURCE}; give one of them"))
+            for name, value in values.items():
+                amount = parse_quantity(value)
+                if is_extended(name) and amount != amount.to_integral_value():
+                    problems.append(((side, name), "an extended resource (a device) is counted in whole units"))
         for name in sorted(set(self.requests) & set(self.limits)):
             request, limit = parse_quantity(self.requests[name]), parse_quantity(self.limits[name])
             if is_extended(name) and request != limit:
@@ -284,8 +304,11 @@ class Resources(_Model):
 
     def gpus(self) -> int:
         """Requested NVIDIA GPUs per node (0 when none)."""
-        raw = self.requests.get(GPU_KEY) or self.limits.get(GPU_KEY)
-        return int(parse_quantity(raw)) if raw is not None else 0
+        for key in (GPU_KEY, GPU_RESOURCE):
+            raw = self.requests.get(key) or self.limits.get(key)
+            if raw is not None:
+                return int(parse_quantity(raw))
+        return 0
 
     def memory_limit(self) -> Decimal | None:
         """The memory limit in bytes, if any."""
@@ -354,9 +377,11 @@ class Rendezvous(_Model):
         problems: list[tuple[tuple[str | int, ...], str]] = []
         for key, value in conf.items():
             if key in owned:
-                problems.append(((key,), f"set rdzv.{key} instead"))
+                problems.append(((key, "[key]"), f"set rdzv.{key} instead"))
             elif key in ("timeout", "heartbeat"):
-                problems.append(((key,), "torch's c10d backend ignores it; use join_timeout or heartbeat_timeout"))
+                problems.append(
+                    ((key, "[key]"), "torch's c10d backend ignores it; use join_timeout or heartbeat_timeout")
+                )
             elif not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key) or "," in value or "=" in value:
                 problems.append(((key,), "keys must be identifiers and values may not contain ',' or '='"))
         if problems:
@@ -367,7 +392,7 @@ class Rendezvous(_Model):
     def _etcd_needs_host(self) -> Rendezvous:
         if self.backend != "c10d" and self.host is None:
             raise FieldProblems(
-                [(("host",), f"the {self.backend} backend needs a host: the address of your etcd server")]
+                [(("backend",), f"the {self.backend} backend needs rdzv.host: the address of your etcd server")]
             )
         return self
 
@@ -563,6 +588,18 @@ def _function(value: Any) -> Any:
 class PodMetadata(_Model):
     """Labels and annotations for the pods."""
 
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        _validate_meta_names(value, "label", check_value=True)
+        return value
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotations(cls, value: dict[str, str]) -> dict[str, str]:
+        _validate_meta_names(value, "annotation", check_value=False)
+        return value
+
     labels: dict[Annotated[str, _text("a label name")], Annotated[str, _text("a label value")]] = Field(
         default_factory=dict, description="Labels on every worker pod. Default: none (the operator adds its own)."
     )
@@ -640,7 +677,11 @@ def _training_container_problems(container: dict[str, Any], index: int) -> list[
     return problems
 
 
-def _validate_meta_names(mapping: dict[str, str], what: str, check_value: bool) -> None:
+def meta_name_problems(
+    mapping: dict[str, str], what: str, check_value: bool
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """Kubernetes' rules for label and annotation keys (and label values), located per key."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
     for key, value in mapping.items():
         prefix, _, name = key.rpartition("/")
         if (
@@ -649,12 +690,27 @@ def _validate_meta_names(mapping: dict[str, str], what: str, check_value: bool) 
             or not _LABEL_NAME.match(name)
             or len(name) > 63
         ):
-            raise ValueError(f"{key}: not a valid {what} name")
-        if check_value and (len(value) > 63 or not _LABEL_VALUE.match(value)):
-            raise ValueError(
-                f"{key}: label values are at most 63 letters, digits, '-', '_' or '.', starting and ending "
-                "with a letter or digit"
+            problems.append(
+                (
+                    (key, "[key]"),
+                    f"not a valid {what} name: [prefix/]name, the name at most 63 letters, digits, '-', '_' or '.'",
+                )
             )
+        if check_value and (len(value) > 63 or not _LABEL_VALUE.match(value)):
+            problems.append(
+                (
+                    (key,),
+                    "label values are at most 63 letters, digits, '-', '_' or '.', starting and ending with "
+                    "a letter or digit",
+                )
+            )
+    return problems
+
+
+def _validate_meta_names(mapping: dict[str, str], what: str, check_value: bool) -> None:
+    problems = meta_name_problems(mapping, what, check_value)
+    if problems:
+        raise FieldProblems(problems)
 
 
 # --------------------------------------------------------------------------- the spec
@@ -706,7 +762,7 @@ class ElasticSpec(_Model):
         "Default: the GPUs requested per node, else 1, so that each process gets one GPU.",
     )
     resources: Resources = Field(default_factory=Resources, description="Requests and limits per node.")
-    shared_memory: Annotated[bool | str, BeforeValidator(lambda v: v if isinstance(v, bool) else _quantity(v))] = Field(
+    shared_memory: Annotated[bool | str, BeforeValidator(_shared_memory)] = Field(
         True,
         description="A memory-backed /dev/shm for the training container. Default true: the container "
         "runtime's 64 MiB /dev/shm makes DataLoader workers and NCCL die with 'Bus error'. A size such as "
@@ -812,6 +868,74 @@ class ElasticSpec(_Model):
             raise ValueError("needs at least the program to run, e.g. [python, train.py]")
         return value
 
+    def _pod_template_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """Checks of pod_template that need other fields (the fragment's own shape is PodTemplate's)."""
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        pod = self.pod_template.spec
+        base: tuple[str | int, ...] = ("pod_template", "spec")
+        volumes = {v.get("name") for v in pod.get("volumes") or [] if isinstance(v, dict)}
+        if self.shared_memory is not False:
+            volumes.add(SHM_VOLUME_NAME)
+        for field in ("containers", "initContainers"):
+            for i, container in enumerate(pod.get(field) or []):
+                if not isinstance(container, dict):
+                    continue
+                training = field == "containers" and container.get("name") == contract.TRAINING_CONTAINER
+                for j, mount in enumerate(container.get("volumeMounts") or []):
+                    if not isinstance(mount, dict):
+                        continue
+                    if mount.get("name") not in volumes:
+                        problems.append(
+                            (
+                                (*base, field, i, "volumeMounts", j, "name"),
+                                "no volume of that name in pod_template.spec.volumes",
+                            )
+                        )
+                    at_shm = str(mount.get("mountPath", "")).rstrip("/") == "/dev/shm"
+                    if training and at_shm and isinstance(self.shared_memory, str):
+                        problems.append(
+                            (
+                                (*base, field, i, "volumeMounts", j, "mountPath"),
+                                f"you mount /dev/shm yourself, so shared_memory: {self.shared_memory} "
+                                "would be ignored; remove one of them",
+                            )
+                        )
+                if field == "containers" and not training:
+                    for j, var in enumerate(container.get("env") or []):
+                        name = var.get("name") if isinstance(var, dict) else None
+                        if isinstance(name, str) and (
+                            name in contract.OPERATOR_ENV_NAMES or name.startswith(contract.OPERATOR_ENV_PREFIX)
+                        ):
+                            problems.append(
+                                (
+                                    (*base, field, i, "env", j, "name"),
+                                    "set by the training operator "
+                                    "in every container, sidecars included; it would be overridden",
+                                )
+                            )
+        grace = pod.get("terminationGracePeriodSeconds")
+        if isinstance(grace, int) and not isinstance(grace, bool) and grace <= self.shutdown_timeout:
+            problems.append(
+                (
+                    (*base, "terminationGracePeriodSeconds"),
+                    f"must be above shutdown_timeout ({self.shutdown_timeout} s), or the kubelet kills "
+                    "elastic-launch before its workers have stopped",
+                )
+            )
+        scheduling = self.run_policy.scheduling
+        if (
+            scheduling is not None
+            and scheduling.min_available is not None
+            and scheduling.min_available > self.nnodes.max
+        ):
+            problems.append(
+                (
+                    ("run_policy", "scheduling", "min_available"),
+                    f"above the most pods the job has ({self.nnodes.max}); the gang would never start",
+                )
+            )
+        return problems
+
     @model_validator(mode="after")
     def _cross_field(self) -> ElasticSpec:
         problems: list[tuple[tuple[str | int, ...], str]] = []
@@ -844,6 +968,7 @@ class ElasticSpec(_Model):
                     "a memory-backed /dev/shm counts against it",
                 )
             )
+        problems += self._pod_template_problems()
         spec_env = set(self.env) if isinstance(self.env, dict) else {e.name for e in self.env}
         for i, container in enumerate(self.pod_template.spec.get("containers") or []):
             if container.get("name") != contract.TRAINING_CONTAINER:
