@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import ipaddress
 import math
 import os
 import re
@@ -201,6 +202,7 @@ def parse_nproc(text: str, source: str) -> int | str:
 
 
 def parse_backend(text: str, source: str) -> str:
+    """One of the supported rendezvous backends (case-insensitive)."""
     value = text.strip().lower()
     if value not in BACKEND_DEFAULT_PORTS:
         raise UsageError(f"{source}: expected one of {', '.join(BACKEND_DEFAULT_PORTS)} (given: {text})")
@@ -231,6 +233,7 @@ def parse_endpoint(text: str, source: str, default_port: int) -> tuple[str, int]
 
 
 def parse_int(text: str, source: str, minimum: int = 0) -> int:
+    """An integer >= ``minimum`` (``1.5`` and ``-1`` are errors for a count)."""
     try:
         n = int(text.strip())
     except ValueError:
@@ -260,6 +263,7 @@ def parse_seconds(text: str, source: str, *, whole: bool, allow_zero: bool = Fal
 
 
 def parse_bool(text: str, source: str) -> bool:
+    """The spellings torch's ``RendezvousParameters.get_as_bool`` accepts."""
     value = text.strip().lower()
     if value in _TRUE:
         return True
@@ -286,8 +290,7 @@ def normalize_rdzv_value(key: str, value: str, source: str) -> object:
     """Check one rendezvous key and give it the type torch will read it as."""
     if key in IGNORED_RDZV_KEYS:
         raise UsageError(
-            f"{source}: rendezvous key {key!r} is ignored by torch's c10d backend; "
-            f"use {IGNORED_RDZV_KEYS[key]}"
+            f"{source}: rendezvous key {key!r} is ignored by torch's c10d backend; use {IGNORED_RDZV_KEYS[key]}"
         )
     if key in TIMEOUT_OPTIONS:
         return int(parse_seconds(value, f"{source} {key}", whole=True))
@@ -345,9 +348,7 @@ class LaunchSettings:
     @property
     def nnodes(self) -> str:
         """``N`` or ``MIN:MAX``, for messages."""
-        return (
-            str(self.min_nodes) if self.min_nodes == self.max_nodes else f"{self.min_nodes}:{self.max_nodes}"
-        )
+        return str(self.min_nodes) if self.min_nodes == self.max_nodes else f"{self.min_nodes}:{self.max_nodes}"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (``--dry-run`` prints it)."""
@@ -595,9 +596,7 @@ def _resolve_rdzv_configs(r: _Resolver) -> dict[str, object]:
         value = normalize_rdzv_value(key, raw, source)
         if key in conf and conf[key] != value:
             src0, raw0 = first[key]
-            raise UsageError(
-                f"rendezvous key {key}: {src0} gives {raw0}, {source} gives {raw}; set it in one place"
-            )
+            raise UsageError(f"rendezvous key {key}: {src0} gives {raw0}, {source} gives {raw}; set it in one place")
         if key not in conf:
             conf[key] = value
             first[key] = (source, raw)
@@ -614,15 +613,28 @@ def _derive_is_host(r: _Resolver, endpoint: str, conf: dict[str, object], backen
     torch's own heuristic compares the endpoint with the hostname and, when hosting fails,
     quietly becomes a client (torch-elastic.md §4); naming the pod explicitly makes hosting
     deterministic. Never sets ``False``: that would stop torch's heuristic elsewhere.
-    ``--local-addr`` is not compared: it is an address to advertise, not proof of identity.
+
+    A loopback pod IP identifies nothing: "pods" run on one machine (``elastic-compile run``,
+    the tests) all have 127.0.0.1, like the endpoint, and would all claim the store. They
+    keep torch's heuristic, which lets the first one host. ``--local-addr`` is not compared
+    either: it is an address to advertise, not proof of identity.
     """
     host, _port = parse_endpoint(endpoint, "endpoint", BACKEND_DEFAULT_PORTS[backend])
     for name in (c.ENV_POD_NAME, c.ENV_POD_IP):
         value = r.env_value(name)
+        if name == c.ENV_POD_IP and value and _is_loopback(value):
+            continue
         if value and value.strip().lower() == host.lower():
             conf["is_host"] = True
             r.sources["rdzv_configs.is_host"] = f"derived: endpoint host equals {name}"
             return
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.strip()).is_loopback
+    except ValueError:
+        return False
 
 
 def _resolve_entrypoint(
@@ -631,9 +643,7 @@ def _resolve_entrypoint(
     if opts.function is not None:
         target = opts.function.strip()
         if not _FUNCTION_RE.match(target):
-            raise UsageError(
-                f"{c.OPT_FUNCTION}: expected MODULE:FUNCTION, e.g. pkg.train:main (given: {target})"
-            )
+            raise UsageError(f"{c.OPT_FUNCTION}: expected MODULE:FUNCTION, e.g. pkg.train:main (given: {target})")
         if check_function:
             _check_module(target.partition(":")[0])
         return target, tuple(command or ())

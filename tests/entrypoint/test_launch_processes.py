@@ -122,9 +122,10 @@ def test_script_mode_allreduce(launcher: Launcher, tmp_path: Path) -> None:
 def test_two_agents_ddp_gradients_identical(launcher: Launcher, tmp_path: Path) -> None:
     out, port, run_id = out_dir(tmp_path), free_port(), f"ddp-{uuid.uuid4().hex[:8]}"
     args = [*FAST, "--function", "elastic_workers:ddp_step", "--", str(out)]
-    # Pod A's IP is the endpoint host, so elastic-launch makes it the store host. B stands
-    # for a pod whose hostname is not the endpoint; on one machine torch's heuristic would
-    # still call 127.0.0.1 "me", so B starts once A listens and falls back to client.
+    # On one machine every "pod" is 127.0.0.1, like the endpoint, so no pod IP names the host
+    # and torch's heuristic lets each try to host. B starts once A's store listens, so A
+    # hosts and B falls back to client, deterministically. The IPs differ so that the node
+    # order (by local_addr) and MASTER_ADDR are those of two machines.
     a = launcher.start(args, pod_env(port, run_id, nnodes="2", nproc=2, pod="pod-a", ip="127.0.0.1"), name="a")
     wait_for(lambda: port_open(port) or a.proc.poll() is not None, 60, "agent A's rendezvous store")
     b = launcher.start(args, pod_env(port, run_id, nnodes="2", nproc=2, pod="pod-b", ip="127.0.0.2"), name="b")
@@ -259,6 +260,7 @@ def test_rendezvous_timeout_exits_201(launcher: Launcher, tmp_path: Path) -> Non
 @pytest.mark.timeout(120)
 def test_user_exception_root_cause_in_stderr_and_termination_log(launcher: Launcher, tmp_path: Path) -> None:
     term, token = tmp_path / "termination-log", f"bad learning rate {uuid.uuid4().hex[:6]}"
+    agent_error_file = tmp_path / "agent-error.json"  # set by a launcher above us, if any
     agent = launcher.run(
         [
             *FAST,
@@ -271,6 +273,7 @@ def test_user_exception_root_cause_in_stderr_and_termination_log(launcher: Launc
             "--",
             token,
         ],
+        env={"TORCHELASTIC_ERROR_FILE": str(agent_error_file)},
         timeout=90,
     )
     assert 1 <= agent.proc.returncode <= 127
@@ -282,6 +285,9 @@ def test_user_exception_root_cause_in_stderr_and_termination_log(launcher: Launc
         assert "raise ValueError(message)" in text  # the failing line of the user's code
         assert "global rank 1 (local rank 1" in text
     assert len(summary.encode()) <= 4096
+    # torch's record copied the worker's root cause to the agent's error file.
+    root_cause = json.loads(agent_error_file.read_text())["message"]
+    assert root_cause["message"] == f"ValueError: {token}" and root_cause["errorCode"] == 1
 
 
 @pytest.mark.timeout(150)

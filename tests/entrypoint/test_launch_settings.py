@@ -309,10 +309,12 @@ def test_etcd_has_no_local_default_endpoint() -> None:
             "derived: endpoint host equals ELASTIC_LAUNCH_POD_IP",
         ),
         ({c.ENV_POD_NAME: "train-worker-1"}, None),
+        # Local "pods" share 127.0.0.1 with the endpoint; none of them may claim the store.
+        ({c.ENV_POD_IP: "127.0.0.1", c.PET_RDZV_ENDPOINT: "127.0.0.1:23456"}, None),
         ({c.ENV_POD_NAME: "train-worker-0", c.PET_RDZV_CONF: "is_host=false"}, "env PET_RDZV_CONF"),
         ({c.ENV_POD_NAME: "train-worker-0", c.PET_RDZV_BACKEND: "etcd-v2"}, None),
     ],
-    ids=["pod-name", "pod-ip", "other-pod", "conf-wins", "not-c10d"],
+    ids=["pod-name", "pod-ip", "other-pod", "loopback-ip", "conf-wins", "not-c10d"],
 )
 def test_is_host(env: dict[str, str], expected_source: str | None) -> None:
     base = {c.PET_NNODES: "1:2", c.PET_RDZV_ENDPOINT: "train-worker-0:23456", c.PET_RDZV_ID: "r"}
