@@ -42,9 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         # The options parsed, so the termination log they name is known: report there too.
         path = c.DEFAULT_TERMINATION_LOG if opts.termination_log is None else opts.termination_log
-        report.write_termination_log(
-            path, f"{c.LAUNCHER}: error: {e}", create=opts.termination_log is not None
-        )
+        report.write_termination_log(path, f"{c.LAUNCHER}: error: {e}", create=opts.termination_log is not None)
         return report.usage_error(str(e))
 
     if settings.dry_run:
@@ -60,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         # Imports torch (seconds): only now that the options and env are known to be good.
-        from elastic_compile.entrypoint.launch import run_launch  # noqa: PLC0415
+        from elastic_compile.entrypoint.launch import run_launch
     except ModuleNotFoundError as e:
         if (e.name or "").partition(".")[0] != "torch":
             raise

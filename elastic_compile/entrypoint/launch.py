@@ -133,9 +133,7 @@ def classify(exc: BaseException, settings: LaunchSettings) -> Outcome:
             message=failure.message,
         )
         if error_file:
-            outcome = Outcome(
-                outcome.exit_code, outcome.headline, f"error file: {error_file}\n{outcome.details}"
-            )
+            outcome = Outcome(outcome.exit_code, outcome.headline, f"error file: {error_file}\n{outcome.details}")
         others = len(exc.failures) - 1
         if others:
             outcome = Outcome(
@@ -191,8 +189,7 @@ def write_result(settings: LaunchSettings, results: dict[int, Any]) -> Outcome:
     except (TypeError, ValueError) as e:
         return Outcome(
             c.EXIT_USER_FAILURE,
-            f"{c.OPT_RESULT}: the rank-0 return value ({type(results[0]).__name__}) is not "
-            f"JSON-serializable: {e}",
+            f"{c.OPT_RESULT}: the rank-0 return value ({type(results[0]).__name__}) is not JSON-serializable: {e}",
         )
     directory = os.path.dirname(os.path.abspath(settings.result_path))
     try:

@@ -34,7 +34,7 @@ def call_function(target: str, *args: str) -> Any:
     it here keeps the report from depending on that private detail.
     """
     # Imported in the worker, so that importing this module (the agent does) stays light.
-    from torch.distributed.elastic.multiprocessing.errors import record  # noqa: PLC0415
+    from torch.distributed.elastic.multiprocessing.errors import record
 
     reset_signal_handlers()
     return record(load_function(target))(*args)
