@@ -48,9 +48,7 @@ PET_RDZV_CONF: Final = "PET_RDZV_CONF"
 
 # Names users may not set: the operator appends its own entries after the user's, so a
 # user value is silently overridden (or duplicated) in the pod.
-OPERATOR_ENV_NAMES: Final = frozenset(
-    {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PYTHONUNBUFFERED"}
-)
+OPERATOR_ENV_NAMES: Final = frozenset({"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PYTHONUNBUFFERED"})
 OPERATOR_ENV_PREFIX: Final = "PET_"
 LAUNCHER_ENV_PREFIX: Final = "ELASTIC_LAUNCH_"
 

@@ -72,9 +72,7 @@ def valid_pod_template() -> Job:
             "metadata": {"labels": {"app": "train"}},
             "spec": {
                 "restartPolicy": "Never",
-                "containers": [
-                    {"name": "pytorch", "image": "x:1", "resources": {"requests": {"memory": "8Gi"}}}
-                ],
+                "containers": [{"name": "pytorch", "image": "x:1", "resources": {"requests": {"memory": "8Gi"}}}],
             },
         },
     }
@@ -164,17 +162,14 @@ MUTATIONS: list[tuple[str, Callable[[Job], object], str, str]] = [
     ),
     (
         "duplicate-port-by-default-protocol",
-        lambda j: container(j).update(
-            ports=[{"containerPort": 8080}, {"containerPort": 8080, "protocol": "TCP"}]
-        ),
+        lambda j: container(j).update(ports=[{"containerPort": 8080}, {"containerPort": 8080, "protocol": "TCP"}]),
         f'{CONTAINER0}.ports[1]: duplicate entry containerPort=8080, protocol="TCP" (same key as item 0)',
         "crd",
     ),
     (
         "bad-quantity",
         lambda j: container(j)["resources"]["limits"].update(memory="64Gx"),
-        f"{CONTAINER0}.resources.limits.memory: must be a Kubernetes quantity such as 500m, 4Gi or 1e3"
-        ' (given: "64Gx")',
+        f'{CONTAINER0}.resources.limits.memory: must be a Kubernetes quantity such as 500m, 4Gi or 1e3 (given: "64Gx")',
         "crd",
     ),
     (
@@ -216,11 +211,8 @@ MUTATIONS: list[tuple[str, Callable[[Job], object], str, str]] = [
     ),
     (
         "master-without-replicas",
-        lambda j: spec(j)["pytorchReplicaSpecs"].update(
-            Master={"template": copy.deepcopy(worker(j)["template"])}
-        ),
-        "spec.pytorchReplicaSpecs.Master.replicas: must be set explicitly to 1"
-        " (the webhook sees no defaults)",
+        lambda j: spec(j)["pytorchReplicaSpecs"].update(Master={"template": copy.deepcopy(worker(j)["template"])}),
+        "spec.pytorchReplicaSpecs.Master.replicas: must be set explicitly to 1 (the webhook sees no defaults)",
         "webhook",
     ),
     (
@@ -281,9 +273,7 @@ MUTATIONS: list[tuple[str, Callable[[Job], object], str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("mutate", "expected", "layer"), [m[1:] for m in MUTATIONS], ids=[m[0] for m in MUTATIONS]
-)
+@pytest.mark.parametrize(("mutate", "expected", "layer"), [m[1:] for m in MUTATIONS], ids=[m[0] for m in MUTATIONS])
 def test_mutation_is_reported(
     check_manifest: Checker,
     pytorchjob_validator: CrdValidator,
@@ -296,9 +286,7 @@ def test_mutation_is_reported(
     layers: dict[str, Checker] = {
         "crd": pytorchjob_validator.errors,
         "webhook": webhook_errors,
-        "template": lambda j: pod_template_spec_errors(
-            worker(dict(j))["template"], path=f"{WORKER}.template"
-        ),
+        "template": lambda j: pod_template_spec_errors(worker(dict(j))["template"], path=f"{WORKER}.template"),
         "manifest": check_manifest,
     }
     assert expected in layers[layer](job)
@@ -351,8 +339,7 @@ def test_pod_template_core_kind() -> None:
     ]
     assert core_errors(good, kind_hint="Pod") == ['kind: must be Pod (given: "PodTemplate")']
     assert core_errors({"apiVersion": "example.com/v1", "kind": "Widget"}) == [
-        f"kind: no Kubernetes v{crdcheck.CORE_KUBERNETES_VERSION}.0-local-strict schema"
-        " for example.com/v1 Widget"
+        f"kind: no Kubernetes v{crdcheck.CORE_KUBERNETES_VERSION}.0-local-strict schema for example.com/v1 Widget"
     ]
 
 
@@ -415,6 +402,6 @@ def test_missing_crds_raise_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_p
 def test_webhook_rules_need_no_crd() -> None:
     # webhook_errors is pure stdlib: it runs even where the CRDs are absent.
     assert webhook_errors(valid_job()) == []
-    assert webhook_errors(
-        {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "x"}}
-    ) == ["spec.pytorchReplicaSpecs: required field is missing"]
+    assert webhook_errors({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "x"}}) == [
+        "spec.pytorchReplicaSpecs: required field is missing"
+    ]

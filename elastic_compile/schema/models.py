@@ -152,8 +152,9 @@ def _shared_memory(value: Any) -> Any:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.lower() in ("yes", "no", "on", "off", "y", "n"):
-        raise ValueError(f"expected true, false or a size such as 64Gi; YAML 1.1 reads {value} as a boolean, "
-                         "so write true or false")
+        raise ValueError(
+            f"expected true, false or a size such as 64Gi; YAML 1.1 reads {value} as a boolean, so write true or false"
+        )
     size = _quantity(value)
     if parse_quantity(size) <= 0:
         raise ValueError("a size must be above 0 (a sizeLimit of 0 means no limit); use false to turn it off")
