@@ -38,19 +38,9 @@ REGEN_COMMAND = f"{REGEN_ENV}=1 .venv/bin/pytest tests/test_schema_cmd.py"
 EXAMPLES = sorted(ROOT.glob("examples/*.yaml"))
 GOLDEN_SPECS = sorted(ROOT.glob("tests/golden/*/elastic.yaml"))
 
-# Specs the compiler accepts but the published schema rejects, path -> reason. The mark is
-# strict: once the schema is fixed these fail until the entry is removed.
-NUMBERS_IN_TEXT = (
-    "the compiler keeps a plain number in a string field as the text written (SourceInt/SourceFloat), "
-    "but the schema types string fields as string only, so editors flag e.g. [python, train.py, --lr, 1e-4]"
-)
-KNOWN_GAPS: dict[str, str] = {
-    "examples/ddp-2x8-gpu.yaml": NUMBERS_IN_TEXT,  # --lr, 1e-4
-    "examples/cpu-ddp.yaml": NUMBERS_IN_TEXT,  # --steps, 20
-    "tests/golden/elastic-range/elastic.yaml": NUMBERS_IN_TEXT,  # rdzv.conf: {keep_alive_interval: 10}
-    "tests/golden/fixed-multinode/elastic.yaml": NUMBERS_IN_TEXT,  # --batch-size, 256
-    "tests/golden/single-node-function/elastic.yaml": NUMBERS_IN_TEXT,  # function.args: [--lr, 0.0003]
-}
+# Specs the compiler accepts but the published schema rejects, path -> reason (strict xfail).
+# Empty since string fields accept numbers in the schema too (the loader keeps their text).
+KNOWN_GAPS: dict[str, str] = {}
 
 MINIMAL = "name: train\nimage: ghcr.io/example/trainer:1.0\ncommand: [python, train.py]\n"
 
