@@ -16,7 +16,7 @@ def json_schema() -> dict[str, Any]:
     ``null`` branch (``anyOf [X, null]`` makes editors report "not valid under any of the
     given schemas" for any error inside X; tooling.md §7).
     """
-    schema = _adjust(ElasticSpec.model_json_schema(by_alias=True))
+    schema: dict[str, Any] = _adjust(ElasticSpec.model_json_schema(by_alias=True))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "elastic.yaml"
     return schema
