@@ -299,7 +299,6 @@ def test_schema_gaps_are_left_to_the_spec_model(check_manifest: Checker) -> None
     job = valid_job()
     worker(job)["restartPolicy"] = "Sometimes"
     spec(job)["runPolicy"] = {"cleanPodPolicy": "Nope"}
-    spec(job)["elasticPolicy"].update(minReplicas=5, maxReplicas=2)
     assert check_manifest(job) == []
 
 
@@ -405,3 +404,17 @@ def test_webhook_rules_need_no_crd() -> None:
     assert webhook_errors({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "x"}}) == [
         "spec.pytorchReplicaSpecs: required field is missing"
     ]
+
+
+@pytest.mark.parametrize(
+    ("min_replicas", "max_replicas", "replicas", "fragment"),
+    [
+        (3, 2, 2, "minReplicas 3 is above maxReplicas 2"),
+        (1, 2, 4, "Worker.replicas: 4 is outside elasticPolicy [1, 2]"),
+    ],
+)
+def test_elastic_bounds_are_checked(min_replicas: int, max_replicas: int, replicas: int, fragment: str) -> None:
+    job = valid_job()
+    job["spec"]["elasticPolicy"].update(minReplicas=min_replicas, maxReplicas=max_replicas)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = replicas
+    assert any(fragment in e for e in webhook_errors(job)), webhook_errors(job)

@@ -592,6 +592,17 @@ def _trap_errors(
         )
     if spec.get("pytorchReplicaSpecs") is not None and not replica_specs:
         errors.append(f"spec.pytorchReplicaSpecs: must define at least one replica type ({runtime})")
+    lo, hi = _as_int(policy.get("minReplicas")), _as_int(policy.get("maxReplicas"))
+    workers = _as_int(_mapping(replica_specs.get("Worker")).get("replicas"))
+    if elastic is not None and lo is not None and hi is not None:
+        if lo > hi:
+            errors.append(f"spec.elasticPolicy: minReplicas {lo} is above maxReplicas {hi} ({runtime})")
+        elif workers is not None and not lo <= workers <= hi:
+            # An easy slip with a JSON6902 scale patch that forgets the elastic bounds.
+            errors.append(
+                f"spec.pytorchReplicaSpecs.Worker.replicas: {workers} is outside elasticPolicy "
+                f"[{lo}, {hi}]; PET_NNODES comes from the bounds ({runtime})"
+            )
 
     name = _mapping(job.get("metadata")).get("name")
     if isinstance(name, str):
