@@ -43,7 +43,7 @@ def test_nnodes_range_never_base60(written: str, meaning: tuple[int, int] | None
         ("istio_sidecar", "No", "YAML 1.1 readers give No another meaning"),
         ("monitor_interval", "1:30", "base-60"),
         ("shutdown_timeout", "0:30", "base-60"),
-        ("shared_memory", "yes", "not a Kubernetes quantity"),
+        ("shared_memory", "yes", "YAML 1.1 reads yes as a boolean, so write true or false"),
         ("nproc_per_node", "0o17", None),
     ],
 )
@@ -98,8 +98,9 @@ LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
         ("a:\n" + "".join("  " * i + "- \n" for i in range(1, 200)), "nesting deeper than 64 levels"),
         ("x: !!python/object/apply:os.system [echo hi]", "YAML tags other than the standard ones"),
         ("x: !custom 1", "YAML tags other than the standard ones"),
+        ("x: &a [1, *a]", "a recursive alias"),
     ],
-    ids=["over-1MiB", "billion-laughs", "deep-flow", "deep-block", "python-tag", "custom-tag"],
+    ids=["over-1MiB", "billion-laughs", "deep-flow", "deep-block", "python-tag", "custom-tag", "recursive-alias"],
 )
 def test_hostile_documents_are_rejected_fast_and_small(text: str, message: str) -> None:
     problems, elapsed, grown_kib = _timed_rss(text)

@@ -218,12 +218,25 @@ class _Builder:
         self.file = file
         self.problems: list[Problem] = []
         self.count = 0
+        self.active: set[int] = set()  # collections being built, to catch recursive aliases
 
     def _problem(self, node: Node, message: str, given: str | None = None) -> None:
         mark = node.start_mark
         self.problems.append(Problem(self.file, mark.line + 1, mark.column + 1, "yaml", message, given))
 
     def build(self, node: Node) -> Any:
+        if id(node) in self.active:
+            # &a [*a]: the alias points at a collection that contains it. PyYAML composes
+            # this happily; building it would never end.
+            self._problem(node, "a recursive alias (an anchor used inside itself) is not allowed")
+            return None
+        self.active.add(id(node))
+        try:
+            return self._build(node)
+        finally:
+            self.active.discard(id(node))
+
+    def _build(self, node: Node) -> Any:
         self.count += 1
         if self.count > MAX_VALUES:
             raise _LoadLimit(f"the document expands to more than {MAX_VALUES} values (an alias bomb?)", node)
