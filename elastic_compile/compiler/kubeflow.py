@@ -34,6 +34,7 @@ class Pod:
     restart_policy: str
     labels: dict[str, str]
     unresolved: tuple[str, ...] = field(default=())  # env entries that need a cluster (secrets, ...)
+    looked_up: tuple[str, ...] = field(default=())  # such entries whose value came from ``lookup``
 
 
 class ManifestError(ValueError):
@@ -97,7 +98,45 @@ def operator_env(job: Mapping[str, Any], replica_type: str, index: int) -> dict[
         env[contract.PET_RDZV_ID] = str(policy["rdzvId"])
     if policy.get("rdzvConf") is not None:
         env[contract.PET_RDZV_CONF] = ",".join(f"{kv['key']}={kv['value']}" for kv in policy["rdzvConf"])
+    if policy.get("standalone"):
+        # The operator's broken rendering (§7): torchrun's int("") then fails on it.
+        env["PET_STANDALONE"] = ""
     return env
+
+
+# The operator's own addresses of other pods: DNS names of headless services, which only
+# exist in the cluster. Locally every pod is this machine.
+_LOCAL_ADDRESS_ENV = ("MASTER_ADDR", "PET_MASTER_ADDR")
+
+
+def expand(text: str, mapping: Mapping[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion (k8s.io/kubernetes third_party/forked/golang/expansion).
+
+    The kubelet applies it to env values (with the variables defined before them) and to
+    command and args (with the container's whole env). ``$$`` is a literal ``$``; an unknown
+    or unclosed reference is kept as written.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "$" or i + 1 == len(text):
+            out.append(char)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "$":
+            out.append("$")
+            i += 2
+        elif nxt == "(" and ")" in text[i + 2 :]:
+            end = text.index(")", i + 2)
+            name = text[i + 2 : end]
+            out.append(mapping.get(name, f"$({name})"))
+            i = end + 1
+        else:  # "$x" or an unclosed "$(": both kept, scanning resumes after the second character
+            out.append(text[i : i + 2])
+            i += 2
+    return "".join(out)
 
 
 _LABEL_REF = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
@@ -121,17 +160,27 @@ def _field_ref(path: str, pod: Mapping[str, Any]) -> str | None:
     return None
 
 
-def pods(job: Mapping[str, Any], *, namespace: str = "default", local: bool = True) -> list[Pod]:
+def pods(
+    job: Mapping[str, Any],
+    *,
+    namespace: str = "default",
+    local: bool = True,
+    lookup: Mapping[str, str] | None = None,
+) -> list[Pod]:
     """Every pod of ``job`` with the command and environment the operator would give it.
 
-    With ``local``, the rendezvous host (``<job>-worker-0`` or ``rdzvHost``) and every
-    pod IP become 127.0.0.1, so the pods can run as processes on this machine.
+    With ``local``, the rendezvous host (``<job>-worker-0`` or ``rdzvHost``), the master
+    address of Master jobs and every pod IP become 127.0.0.1, so the pods can run as
+    processes on this machine. Env entries that need the cluster (secretKeyRef,
+    configMapKeyRef, ...) take their value from ``lookup`` by variable name when it has
+    one (``Pod.looked_up``) and are otherwise left out (``Pod.unresolved``).
     """
     if job.get("kind") != "PyTorchJob" or "pytorchReplicaSpecs" not in job.get("spec", {}):
         raise ManifestError("not a PyTorchJob with spec.pytorchReplicaSpecs")
     name = job["metadata"]["name"]
     namespace = job["metadata"].get("namespace", namespace)
     out: list[Pod] = []
+    lead = "Master" if "Master" in job["spec"]["pytorchReplicaSpecs"] else "Worker"
     for replica_type in ("Master", "Worker"):
         replica = job["spec"]["pytorchReplicaSpecs"].get(replica_type)
         if replica is None:
@@ -147,29 +196,43 @@ def pods(job: Mapping[str, Any], *, namespace: str = "default", local: bool = Tr
                 contract.LABEL_REPLICA_TYPE: replica_type.lower(),
                 contract.LABEL_REPLICA_INDEX: str(index),
             })  # fmt: skip
+            if index == 0 and replica_type == lead:  # §5: master-0, or worker-0 without a Master
+                labels["training.kubeflow.org/job-role"] = "master"
             facts = {
                 "name": pod_name, "namespace": namespace, "ip": LOCAL_IP, "labels": labels,
                 "annotations": dict(template.get("metadata", {}).get("annotations") or {}),
                 "serviceAccountName": template.get("spec", {}).get("serviceAccountName", "default"),
             }  # fmt: skip
-            env: dict[str, str] = {}
-            unresolved: list[str] = []
-            for var in container.get("env") or []:
-                if "value" in var:
-                    env[var["name"]] = str(var["value"])
-                    continue
-                ref = (var.get("valueFrom") or {}).get("fieldRef")
-                value = _field_ref(ref["fieldPath"], facts) if ref else None
-                if value is None:
-                    unresolved.append(var["name"])
-                else:
-                    env[var["name"]] = value
             operator = operator_env(job, replica_type, index)
             if local and contract.PET_RDZV_ENDPOINT in operator:
                 _host, _, port = operator[contract.PET_RDZV_ENDPOINT].rpartition(":")
                 operator[contract.PET_RDZV_ENDPOINT] = f"{LOCAL_IP}:{port}"
-            env.update(operator)  # appended after the container's own: the operator's entry wins
-            argv = tuple(str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])])
+            if local:
+                operator.update({k: LOCAL_IP for k in _LOCAL_ADDRESS_ENV if k in operator})
+            # The operator appends its entries after the container's own, so the pod's env
+            # list is both, in that order; a repeated name takes the later entry.
+            entries = [*(container.get("env") or []), *({"name": k, "value": v} for k, v in operator.items())]
+            env: dict[str, str] = {}
+            unresolved: list[str] = []
+            looked_up: list[str] = []
+            for var in entries:
+                var_name = str(var["name"])
+                if "valueFrom" not in var:
+                    # A value is expanded against the entries before it; no value at all is "".
+                    env[var_name] = expand(str(var.get("value", "")), env)
+                    continue
+                ref = (var.get("valueFrom") or {}).get("fieldRef")
+                value = _field_ref(ref["fieldPath"], facts) if ref else None
+                if value is None and lookup is not None and var_name in lookup:
+                    value = lookup[var_name]
+                    looked_up.append(var_name)
+                if value is None:
+                    unresolved.append(var_name)
+                else:
+                    env[var_name] = value
+            words = [*(container.get("command") or []), *(container.get("args") or [])]
+            argv = tuple(expand(str(a), env) for a in words)
             out.append(Pod(pod_name, replica_type, index, str(container.get("image", "")), argv, env,
-                           str(replica.get("restartPolicy", "OnFailure")), labels, tuple(unresolved)))  # fmt: skip
+                           str(replica.get("restartPolicy", "OnFailure")), labels, tuple(unresolved),
+                           tuple(looked_up)))  # fmt: skip
     return out
