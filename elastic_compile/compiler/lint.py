@@ -236,6 +236,8 @@ def _elastic_restarts(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
 
 def image_problem(image: str) -> str | None:
     """Why ``image`` is not pinned, or None (a digest, or a tag other than latest)."""
+    if not image:
+        return "the image is empty"
     if "@" in image:
         return None
     last = image.rsplit("/", 1)[-1]  # registry:5000/team/img has a port, not a tag
