@@ -267,11 +267,6 @@ def expect(slot: Slot, v: str) -> Expect:
 KNOWN_GAPS = {
     ("nnodes", "0755"): "bug: schema/models.py _nnodes parses the string 0755 as 755 nodes (YAML 1.1 reads 493); "
     "a leading zero should be rejected like Count does ('write it in plain decimal')",
-    **{
-        ("shared_memory", word): "bug: schema/models.py shared_memory: an unquoted on/off/yes/no gets 'not a "
-        "Kubernetes quantity' and no hint to write true or false (YAML 1.1 reads it as a boolean)"
-        for word in BOOL_WORDS
-    },
 }
 
 
@@ -315,11 +310,6 @@ def test_unquoted_surprise(slot: Slot, v: str) -> None:
         assert any(g in problem.message for g in GUIDANCE), f"no hint what to write: {problem}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='bug: schema/models.py _strict_text tells a user who wrote ~ to quote it as "null"; the hint should '
-    'repeat what was written (quote it: "~"), like the (given: ~) suffix does',
-)
 def test_tilde_quote_hint_repeats_the_text() -> None:
     with pytest.raises(SpecError) as e:
         compile_text(BASE + "env: {HOME_DIR: ~}\n", "s.yaml")
