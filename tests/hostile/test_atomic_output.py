@@ -181,11 +181,15 @@ def _chattr(flag: str, path: Path) -> bool:
     return subprocess.run(["chattr", flag, str(path)], capture_output=True, check=False).returncode == 0
 
 
+_MADE_IMMUTABLE: list[Path] = []
+
+
 @contextlib.contextmanager
 def immutable(path: Path) -> Iterator[None]:
     """``chattr +i path`` for the block; skips when the filesystem or capabilities do not allow it."""
     if shutil.which("chattr") is None or not _chattr("+i", path):
         pytest.skip("chattr +i is not available here (needs ext4/xfs/btrfs and CAP_LINUX_IMMUTABLE)")
+    _MADE_IMMUTABLE.append(path)
     try:
         yield
     finally:
@@ -193,10 +197,11 @@ def immutable(path: Path) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _never_leave_immutable_files(tmp_path: Path) -> Iterator[None]:
+def _never_leave_immutable_files() -> Iterator[None]:
     yield
-    for path in [tmp_path, *tmp_path.rglob("*")]:  # so pytest can delete tmp_path afterwards
-        if not path.is_symlink():
+    while _MADE_IMMUTABLE:  # again, in case a test died inside the block: pytest must delete tmp_path
+        path = _MADE_IMMUTABLE.pop()
+        if path.exists():
             _chattr("-i", path)
 
 
@@ -241,6 +246,7 @@ def test_undeletable_old_file_is_not_left_silently(
     with immutable(target / "pytorchjob.yaml"):
         code = main([EXAMPLE, "-o", str(target)])
         err = capsys.readouterr().err
+    _MADE_IMMUTABLE.extend(target.parent.rglob("pytorchjob.yaml"))  # the old file moved into the backup
     assert code == 0
     assert leftovers(target.parent) == [] or "warning" in err, leftovers(target.parent)
 
