@@ -80,6 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args_list[:1] == ["schema"]:
             return _schema(args_list[1:])
+        if args_list[:1] == ["run"]:
+            from elastic_compile.compiler.localrun import main as run_main
+
+            return run_main(args_list[1:])
         return _compile(_parser().parse_args(args_list))
     except SpecError as e:
         if debug:

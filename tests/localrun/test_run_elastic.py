@@ -1,0 +1,68 @@
+"""Losing a node mid-run, and Ctrl-C: real pods, real torch elastic, nothing left behind."""
+
+from __future__ import annotations
+
+import re
+import signal
+from pathlib import Path
+
+import pytest
+from run_helpers import TRAIN, Running, processes_with, run, spec
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("torch_installed")]
+
+# A 1:2 job whose rendezvous notices a lost node quickly: the dead agent's heartbeat
+# expires after keep_alive_interval x keep_alive_max_attempt (3) = 3 s instead of torch's
+# 15 s, and the survivor stops waiting for a second node after last_call_timeout = 2 s
+# (torch-elastic.md §6, §11). max_restarts >= 1: the survivor spends one restart.
+SHRINK = """\
+command: [python, {train}, --steps, "40", --step-seconds, "0.25"]
+nnodes: "1:2"
+nproc_per_node: 1
+rdzv:
+  last_call_timeout: 2
+  conf: {{keep_alive_interval: "1"}}
+monitor_interval: 0.5
+max_restarts: 3
+"""
+
+
+def test_killed_pod_leaves_the_survivor_training_at_world_size_1(tmp_path: Path, marker: str) -> None:
+    path = tmp_path / "shrink.yaml"
+    path.write_text(spec("shrink", marker, SHRINK.format(train=TRAIN)))
+    # Training runs from about 7 s to 17 s after the start at world size 2: kill in between.
+    result = run([str(path), "--kill", "shrink-worker-1@10"], timeout=150)
+    assert result.code == 0, result.report
+    lines = result.out.splitlines()
+    before = [i for i, line in enumerate(lines) if re.search(r"step \d+ loss \S+ world_size 2 restart 0$", line)]
+    after = [i for i, line in enumerate(lines) if re.search(r"step \d+ loss \S+ world_size 1 restart 1$", line)]
+    assert before and after and max(before) < min(after), result.report  # killed mid-run, then smaller
+    assert "[shrink-worker-0] done world_size 1" in lines, result.report
+    assert not any(line.startswith("[shrink-worker-1] step") for line in lines), result.report  # worker-0 is rank 0
+    assert "shrink-worker-1 lost (--kill): SIGKILL to every process of the pod" in result.err, result.report
+    assert "shrink-worker-1 started again" not in result.err, result.report  # a lost pod is not restarted
+    assert re.search(
+        r"job shrink Succeeded after [0-9.]+s: 2 pod\(s\) \(shrink-worker-0 Succeeded, shrink-worker-1 Lost\)",
+        result.summary,
+    ), result.report
+
+
+def test_ctrl_c_deletes_every_pod_and_exits_130(tmp_path: Path, marker: str) -> None:
+    path = tmp_path / "forever.yaml"
+    body = f"command: [python, {TRAIN}, --steps, '100000', --step-seconds, '0.1']\nnnodes: 2\nmonitor_interval: 0.5\n"
+    path.write_text(spec("forever", marker, body))
+    running = Running.start([str(path)])
+    try:
+        assert running.wait_for("world_size 2", timeout=90), "".join(running.out + running.err)
+        assert processes_with(marker), "the pods should be running"
+        running.proc.send_signal(signal.SIGINT)
+        result = running.finish(timeout=90)
+    finally:
+        if running.proc.poll() is None:
+            running.proc.kill()
+    assert result.code == 130, result.report
+    assert processes_with(marker) == [], result.report  # agents, workers: all gone when run returns
+    assert "job interrupted: SIGINT: every pod deleted" in result.err, result.report
+    for pod in ("forever-worker-0", "forever-worker-1"):
+        assert f"deleting {pod} (the job is deleted): SIGTERM, SIGKILL after 45s" in result.err, result.report
+    assert re.search(r"job forever Interrupted after [0-9.]+s: .*; exit 130$", result.summary), result.report
