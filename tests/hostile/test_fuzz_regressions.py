@@ -8,6 +8,9 @@ then the marker goes.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 import pytest
 
 from elastic_compile.compiler.errors import SpecError
@@ -117,3 +120,60 @@ def test_neighbours_of_the_defects_stay_located(text: str) -> None:
         assert compile_text(text, "s.yaml").spec.env == {"A": "1", "B": "2"}
         return
     _rejected(text)
+
+
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: schema/models.py RunPolicy/Scheduling bound these counts below (ge) but not above: a value past "
+    "the CRD's int32 (int64 for activeDeadlineSeconds) is accepted and the emitted PyTorchJob fails the CRD "
+    "schema ('out of range for int32'); add le=2**31-1 (2**63-1) so the error is located in the spec",
+)
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("backoff_limit", INT32_MAX + 1),
+        ("ttl_seconds_after_finished", INT32_MAX + 1),
+        ("active_deadline_seconds", INT64_MAX + 1),
+        ("scheduling: {schedule_timeout_seconds", INT32_MAX + 1),
+    ],
+    ids=["backoff_limit", "ttl_seconds_after_finished", "active_deadline_seconds", "schedule_timeout_seconds"],
+)
+def test_run_policy_counts_beyond_the_crd_range(field: str, value: int) -> None:
+    body = f"{field}: {value}" + ("}" if "{" in field else "")
+    [line] = _rejected(BASE + f"run_policy: {{{body}}}\n")
+    assert line.startswith("s.yaml:4:")
+
+
+def test_run_policy_counts_at_the_crd_range_compile() -> None:
+    text = BASE + f"run_policy: {{backoff_limit: {INT32_MAX}, active_deadline_seconds: {INT64_MAX}}}\n"
+    assert compile_text(text, "s.yaml").outputs[0].doc["spec"]["runPolicy"]["backoffLimit"] == INT32_MAX
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: schema/models.py pod_template validation types Quantity as string|number, so a float such as "
+    "sizeLimit: 0.5 or cpu: 1e3 in pod_template passes and is emitted as a JSON float; the PyTorchJob CRD "
+    "marks quantities x-kubernetes-int-or-string and rejects it. Emit the source text as a string (as the "
+    "top-level resources do) or reject non-integer numbers with 'quote it'",
+)
+@pytest.mark.parametrize(
+    "pod",
+    [
+        "volumes: [{name: data, emptyDir: {sizeLimit: 0.5}}]",
+        "containers: [{name: side, image: a:1, resources: {limits: {cpu: 0.5}}}]",
+        "containers: [{name: side, image: a:1, resources: {requests: {memory: 1e9}}}]",
+    ],
+    ids=["emptyDir-sizeLimit", "sidecar-cpu", "sidecar-memory-exponent"],
+)
+def test_float_quantities_in_the_pod_template(
+    check_manifest: Callable[[Mapping[str, Any]], list[str]], pod: str
+) -> None:
+    try:
+        compiled = compile_text(BASE + f"pod_template:\n  spec:\n    {pod}\n", "s.yaml")
+    except SpecError as e:
+        assert all(p.line == 6 for p in e.problems)  # rejecting, located, is a fix too
+        return
+    assert check_manifest(compiled.outputs[0].doc) == []

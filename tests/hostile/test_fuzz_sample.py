@@ -36,6 +36,10 @@ KNOWN_GAPS = {
     r"^uncaught\|OverflowError at models\.py:parse_duration": "schema/models.py: float() of a >308-digit duration",
     r"^compile_error\|.*containers\[_\]\.image: required field is missing": "schema/models.py: a sidecar with "
     "image: '' passes the schema and fails the webhook check as a CompileError",
+    r"^invalid_output\|spec\.runPolicy\..*out of range for intN": "schema/models.py: run_policy counts have no "
+    "int32/int64 upper bound",
+    r"^invalid_output\|.*must be an integer or a string": "schema/models.py: float quantities in pod_template are "
+    "emitted as JSON floats, which the PyTorchJob CRD's int-or-string rejects",
 }
 
 
