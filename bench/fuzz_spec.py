@@ -582,10 +582,9 @@ def _contains(outer: Any, inner: Any) -> bool:
 
 def _op_pod(rng: random.Random, tree: Any, slots: list[Any], seeds: Sequence[Seed]) -> str:
     """Grow pod_template.spec: containers, env, security settings (where the merge logic lives)."""
-    pod = Pairs()
-    root = tree if isinstance(tree, Pairs) else None
-    if root is None:
+    if not isinstance(tree, Pairs):
         return "pod:none"
+    root = tree
     templates = [v for k, v in root if k == "pod_template" and isinstance(v, Pairs)]
     template = templates[0] if templates else Pairs()
     if not templates:
