@@ -860,7 +860,7 @@ class Job:
                 "not restarted, as if its node had vanished"
             )
         elif pod.state == "Pending":
-            self.printer.event(f"{pod.name} lost (--kill) before it started again; not restarted")
+            self.printer.event(f"{pod.name} lost (--kill) while not running; it will not start")
         else:
             self.printer.event(f"--kill {pod.name}: the pod already {pod.state.lower()}; nothing to kill")
             return
@@ -962,7 +962,10 @@ class Job:
                 name = signal.Signals(self.signal).name
                 return Outcome("Interrupted", EXIT_SIGNAL_BASE + self.signal, f"{name}: every pod deleted")
             if self.opts.timeout is not None and now >= self.opts.timeout:
-                return Outcome("Failed", EXIT_TIMEOUT, f"--timeout {self.opts.timeout:g}s reached")
+                # Not a verdict on the job: as if the user deleted it.
+                return Outcome(
+                    "Interrupted", EXIT_TIMEOUT, f"--timeout {self.opts.timeout:g}s reached: every pod deleted"
+                )
             if self.rules.active_deadline is not None and now >= self.rules.active_deadline:
                 return Outcome("Failed", EXIT_TIMEOUT, f"activeDeadlineSeconds {self.rules.active_deadline:g} reached")
             while self.kills and self.kills[0][0] <= now:
@@ -1027,7 +1030,7 @@ class Job:
             if pod.state == "Pending":
                 pod.state, pod.start_at = "Deleted", None
         deadline = self.elapsed() + seconds
-        while self.elapsed() < deadline and self.signal is None:
+        while self.elapsed() < deadline and not self.hurry:
             running = [p for p in pods if p.state == "Running"]
             if not running:
                 return
