@@ -186,6 +186,8 @@ def parse_args(argv: Sequence[str]) -> Options:
     p.add_argument(
         "--dry-run", action="store_true", help="print each pod's command and environment as JSON; run nothing"
     )
+    # Read by elastic-compile's main (tracebacks for internal errors); accepted here so it parses.
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     ns = p.parse_args(list(argv))
     return Options(
         source=ns.source,
@@ -208,7 +210,6 @@ class Source:
     job: dict[str, Any]
     label: str  # file name for messages
     directory: Path  # the default working directory of the pods
-    compiled: bool  # True: compiled from an elastic.yaml here
 
 
 def _pytorchjobs(raw: bytes) -> list[dict[str, Any]] | None:
@@ -247,11 +248,11 @@ def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
     if jobs is None:
         compiled = compile_text(raw, label)
         lint.report([compiled], [], strict=False)  # the compiler's warnings, as `elastic-compile SPEC` prints them
-        return Source(compiled.outputs[0].doc, label, directory, compiled=True)
+        return Source(compiled.outputs[0].doc, label, directory)
     if len(jobs) > 1:
         names = ", ".join(str((j.get("metadata") or {}).get("name")) for j in jobs)
         raise RunError(f"{label}: {len(jobs)} PyTorchJobs ({names}); run takes one")
-    return Source(jobs[0], label, directory, compiled=False)
+    return Source(jobs[0], label, directory)
 
 
 def check_job(job: Mapping[str, Any], label: str) -> None:
