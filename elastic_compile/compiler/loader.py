@@ -185,8 +185,12 @@ def dotted(path: Sequence[str | int]) -> str:
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_$-]+$")
 
 
-def _pairs(node: MappingNode) -> Iterator[tuple[Node, Node]]:
-    """Key/value pairs of a mapping, own keys first, then merged ones (``<<``)."""
+def _pairs(node: MappingNode, seen: frozenset[int] = frozenset()) -> Iterator[tuple[Node, Node]]:
+    """Key/value pairs of a mapping, own keys first, then merged ones (``<<``).
+
+    ``seen`` stops a mapping that merges itself (``x: &a {<<: *a}``) from looping forever.
+    """
+    seen = seen | {id(node)}
     merges: list[Node] = []
     for key, value in node.value:
         if key.tag == _MERGE:
@@ -196,8 +200,8 @@ def _pairs(node: MappingNode) -> Iterator[tuple[Node, Node]]:
     for merged in merges:
         sources = merged.value if isinstance(merged, SequenceNode) else [merged]
         for source in sources:
-            if isinstance(source, MappingNode):
-                yield from _pairs(source)
+            if isinstance(source, MappingNode) and id(source) not in seen:
+                yield from _pairs(source, seen)
 
 
 def _child(node: Node, part: str | int) -> tuple[Node | None, Node] | None:
@@ -268,6 +272,10 @@ class _Builder:
             return None
         if tag == _BOOL and _BOOL_RE.match(text):
             return text.lower() == "true"
+        if tag == _INT and len(text) > 100:
+            # Python refuses int() of more than 4300 digits; no spec value needs 100.
+            self._problem(node, "number too long (more than 100 characters)", text)
+            return None
         if tag == _INT and re.match(r"^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$", text):
             return SourceInt(int(text, 0) if text[:2] in ("0o", "0x") else int(text, 10), text)
         if tag == _FLOAT and _FLOAT_RE.match(text):
@@ -372,6 +380,36 @@ def load_text(
     if builder.problems:
         raise SpecError(sorted(builder.problems))
     return Loaded(file, data, root)
+
+
+def load_documents(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> list[Any]:
+    """Every document of a YAML stream (``---`` separated), with the same rules and limits.
+
+    For manifests from elsewhere (a ``kubectl kustomize`` output given to ``run``): the
+    alias, depth, size and tag limits hold across the whole stream.
+    """
+    text = raw.decode("utf-8", errors="strict") if isinstance(raw, bytes) else raw
+    if len(text.encode()) > max_bytes:
+        raise SpecError([Problem(file, 1, 1, "spec", f"the file is larger than {max_bytes} bytes")])
+    composer = _Composer(text, max_depth)
+    builder = _Builder(file)
+    docs: list[Any] = []
+    try:
+        while composer.check_node():
+            node = composer.get_node()
+            if node is not None:
+                docs.append(builder.build(node))
+    except _LoadLimit as e:
+        raise SpecError([Problem(file, e.mark.line + 1, e.mark.column + 1, "yaml", str(e))]) from e
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        raise SpecError([Problem(file, line, col, "yaml", (e.problem or "invalid YAML").strip())]) from e
+    except yaml.YAMLError as e:
+        raise SpecError([Problem(file, 1, 1, "yaml", str(e).splitlines()[0])]) from e
+    if builder.problems:
+        raise SpecError(sorted(builder.problems))
+    return docs
 
 
 def load_file(path: str | Path) -> Loaded:

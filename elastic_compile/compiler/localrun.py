@@ -50,10 +50,10 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, Final, NoReturn, TextIO
 
-import yaml
-
 from elastic_compile import contract
 from elastic_compile.compiler import crdcheck, kubeflow
+from elastic_compile.compiler.errors import SpecError
+from elastic_compile.compiler.loader import load_documents
 
 PROG: Final = "elastic-compile run"
 
@@ -219,8 +219,9 @@ def _pytorchjobs(raw: bytes) -> list[dict[str, Any]] | None:
     line and column.
     """
     try:
-        docs = list(yaml.safe_load_all(raw))
-    except yaml.YAMLError:
+        # The loader's limits (aliases, depth, size, tags) hold for manifests too.
+        docs = load_documents(raw, "<manifest>", max_depth=160)
+    except (SpecError, UnicodeDecodeError):
         return None
     jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "PyTorchJob"]
     return jobs or None

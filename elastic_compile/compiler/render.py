@@ -22,6 +22,7 @@ from typing import Any
 import jinja2
 import jinja2.sandbox
 
+from elastic_compile.compiler.emit import plain
 from elastic_compile.compiler.errors import CompileError, SpecError
 from elastic_compile.compiler.loader import load_text
 
@@ -115,4 +116,4 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
         ) from e
     if not isinstance(loaded.data, dict):
         raise CompileError(where, "output is not a YAML mapping")
-    return loaded.data
+    return plain(loaded.data, top=False)  # plain ints and floats: callers may yaml.safe_dump it

@@ -41,11 +41,15 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _FUNCTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
-_DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
+# Digit counts are capped so that no value overflows a float before the range check.
+_DURATION = re.compile(r"^(?:(?P<h>\d{1,9})h)?(?:(?P<m>\d{1,9})m)?(?:(?P<s>\d{1,12}(?:\.\d{1,9})?)s)?$")
 _RESOURCE_NAME = re.compile(
     r"^(cpu|memory|ephemeral-storage|hugepages-[0-9A-Za-z]+|"
     r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$"
 )
+
+#: The CRD's int32 fields (runPolicy counts and seconds) cannot hold more.
+INT32_MAX = 2**31 - 1
 
 #: The short resource key users write for NVIDIA GPUs, and what it means on Kubernetes.
 GPU_KEY = "gpu"
@@ -530,10 +534,11 @@ class Scheduling(_Model):
     min_available: int | None = Field(
         None,
         ge=1,
+        le=INT32_MAX,
         description="Pods that must be schedulable together. Default: the operator's, all replicas.",
     )
     schedule_timeout_seconds: int | None = Field(
-        None, ge=1, description="How long the gang may wait to be scheduled. Default: the scheduler's."
+        None, ge=1, le=INT32_MAX, description="How long the gang may wait to be scheduled. Default: the scheduler's."
     )
 
 
@@ -547,14 +552,15 @@ class RunPolicy(_Model):
         "and failed pods stay for their logs. The operator's own default, None, keeps everything.",
     )
     ttl_seconds_after_finished: int | None = Field(
-        None, ge=0, description="Delete the job this long after it finishes. Default: keep it."
+        None, ge=0, le=INT32_MAX, description="Delete the job this long after it finishes. Default: keep it."
     )
     active_deadline_seconds: int | None = Field(
-        None, ge=1, description="Fail the job after this long. Default: no deadline."
+        None, ge=1, le=INT32_MAX, description="Fail the job after this long. Default: no deadline."
     )
     backoff_limit: int | None = Field(
         None,
         ge=0,
+        le=INT32_MAX,
         description="Pod restarts allowed before the job fails. Default: the operator's (no limit).",
     )
     scheduling: Scheduling | None = Field(None, description="Gang scheduling. Default: none.")
@@ -632,7 +638,7 @@ class PodTemplate(_Model):
                 continue
             if item.get("name") == contract.TRAINING_CONTAINER:
                 problems += _training_container_problems(item, index)
-            elif "image" not in item:
+            elif not isinstance(item.get("image"), str) or not item["image"].strip():
                 problems.append(
                     (("containers", index), "a sidecar needs an image (the operator rejects containers without one)")
                 )

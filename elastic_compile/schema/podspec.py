@@ -145,6 +145,10 @@ def _check(value: Any, node: dict[str, Any], loc: Loc, problems: list[tuple[Loc,
         text = value if isinstance(value, str) else None if isinstance(value, bool) else str(value)
         if text is None or not is_quantity(text):
             problems.append((loc, "not a Kubernetes quantity; use a number with an optional suffix: 500m, 8, 64Gi"))
+        elif isinstance(value, float):
+            # The PyTorchJob CRD types quantities as int-or-string: a bare 0.5 is rejected there.
+            shown = getattr(value, "text", repr(value))
+            problems.append((loc, f'write a fractional quantity as a string: "{shown}"'))
         return
     if kind == "int-or-string":
         if isinstance(value, bool) or not isinstance(value, (int, str)):
