@@ -1,10 +1,12 @@
 """Lints: specs the compiler accepts but that are probably not what the user wants.
 
 Each rule has a stable code (``EC1xx``: codes are product surface, never reused) and a
-one-line reason. Warnings print as ``file:line:col: field.path: warning EC1xx: message``;
-``--strict`` makes them errors (exit 2). A spec silences a rule with ``lint: {EC104:
-ignore}`` and the command line with ``--ignore EC104``; an unknown code in either is an
-error, so a typo cannot silence nothing while looking like it silences something.
+one-line reason. Warnings print as ``file:line:col: field.path: warning EC1xx: message``,
+one line each: user text in a message goes through ``show_given``, like the ``(given:
+...)`` suffix. ``--strict`` makes them errors (exit 2). A spec silences a rule with
+``lint: {EC104: ignore}`` and the command line with ``--ignore EC104``; an unknown code
+in either is an error, so a typo cannot silence nothing while looking like it silences
+something.
 
 Rules read the validated spec (what the user wrote, for locations) and the plan (what
 the compiler decided, e.g. whether the pod gets a memory-backed /dev/shm).
@@ -20,7 +22,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TextIO
 
 from elastic_compile import contract
-from elastic_compile.compiler.errors import Problem, SpecError
+from elastic_compile.compiler.errors import Problem, SpecError, show_given
 from elastic_compile.compiler.loader import Loaded, dotted
 from elastic_compile.compiler.podspec import SHM_VOLUME
 from elastic_compile.schema import ElasticSpec
@@ -236,15 +238,16 @@ def _elastic_restarts(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
 
 def image_problem(image: str) -> str | None:
     """Why ``image`` is not pinned, or None (a digest, or a tag other than latest)."""
+    # The image itself is not repeated: the "(given: ...)" suffix shows it, escaped.
     if not image:
         return "the image is empty"
     if "@" in image:
         return None
     last = image.rsplit("/", 1)[-1]  # registry:5000/team/img has a port, not a tag
     if ":" not in last:
-        return f"image {image} has no tag or digest"
+        return "the image has no tag or digest"
     if last.rsplit(":", 1)[1] == "latest":
-        return f"image {image} is tagged latest"
+        return "the image is tagged latest"
     return None
 
 
@@ -300,11 +303,15 @@ def _env_secrets(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
     if isinstance(spec.env, dict):
         for name, value in spec.env.items():
             if value and secret_like(name):
-                yield Lint("EC107", ("env", name), f"{name} looks like a secret but has a literal value")
+                yield Lint("EC107", ("env", name), f"{show_given(name)} looks like a secret but has a literal value")
     else:
         for index, var in enumerate(spec.env):
             if var.value and secret_like(var.name):
-                yield Lint("EC107", ("env", index, "value"), f"{var.name} looks like a secret but has a literal value")
+                yield Lint(
+                    "EC107",
+                    ("env", index, "value"),
+                    f"{show_given(var.name)} looks like a secret but has a literal value",
+                )
     for path, container in _containers(spec):
         env = container.get("env")
         for index, entry in enumerate(env if isinstance(env, list) else []):
@@ -313,7 +320,9 @@ def _env_secrets(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
             env_name, env_value = entry.get("name"), entry.get("value")
             if isinstance(env_name, str) and isinstance(env_value, str) and env_value and secret_like(env_name):
                 yield Lint(
-                    "EC107", (*path, "env", index, "value"), f"{env_name} looks like a secret but has a literal value"
+                    "EC107",
+                    (*path, "env", index, "value"),
+                    f"{show_given(env_name)} looks like a secret but has a literal value",
                 )
 
 
@@ -328,7 +337,11 @@ def _privileged(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
         context = container.get("securityContext")
         if isinstance(context, dict) and context.get("privileged") is True:
             name = container.get("name", "?")
-            where = "the training container" if name == contract.TRAINING_CONTAINER else f"container {name}"
+            where = (
+                "the training container"
+                if name == contract.TRAINING_CONTAINER
+                else f"container {show_given(str(name))}"
+            )
             yield Lint("EC109", (*path, "securityContext", "privileged"), f"{where} is privileged")
 
 
