@@ -96,11 +96,6 @@ def test_schema_command_matches_the_library(capsys: pytest.CaptureFixture[str]) 
     assert json.loads(capsys.readouterr().out) == json_schema()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli writes str to sys.stdout, so a locale without UTF-8 (PYTHONUTF8=0, LC_ALL=C, no coercion) "
-    "fails on the schema's non-ASCII characters: internal error, exit 3",
-)
 def test_schema_prints_in_an_ascii_locale() -> None:
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
     proc = subprocess.run(

@@ -31,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="elastic-compile",
         description="Compile elastic.yaml into a validated Kubeflow PyTorchJob (and PodTemplate).",
-        epilog="Other commands: 'elastic-compile schema' prints the JSON Schema of elastic.yaml.",
+        epilog="Other commands: 'elastic-compile schema' prints the JSON Schema of elastic.yaml; "
+        "'elastic-compile run SPEC_OR_MANIFEST' runs the job on this machine, one process per pod.",
     )
     p.add_argument("specs", nargs="+", metavar="SPEC", help="elastic.yaml files; - reads standard input")
     p.add_argument(
@@ -77,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args_list
+    # Manifests are UTF-8 whatever the locale: in LC_ALL=C a non-ASCII label must not crash.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(encoding="utf-8")
     try:
         if args_list[:1] == ["schema"]:
             return _schema(args_list[1:])
