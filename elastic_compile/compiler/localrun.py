@@ -157,7 +157,7 @@ def parse_args(argv: Sequence[str]) -> Options:
         description="Run a job on this machine, one process per pod, with the command and environment the "
         "Kubeflow training operator would give each pod, restarted and finished by the operator's rules.",
         epilog="Exit code: 0 the job succeeded; the failing pod's exit code (or 1) when it failed; 2 bad "
-        "input; 124 --timeout or activeDeadlineSeconds; 130 Ctrl-C. See the README, "Run locally".",
+        "input; 124 --timeout or activeDeadlineSeconds; 130 Ctrl-C. See the README, 'Run locally'.",
     )
     p.add_argument("source", metavar="SPEC_OR_MANIFEST", help="elastic.yaml, or a compiled PyTorchJob; - for stdin")
     p.add_argument("--nodes", type=_positive_int, metavar="N", help="Worker pods (within elasticPolicy min..max)")
