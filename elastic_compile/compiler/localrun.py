@@ -25,7 +25,7 @@ that exist in a cluster (the rendezvous host, pod IPs, the master address) becom
 Exit code: 0 the job succeeded; the exit code of the pod whose failure failed the job
 (signals as 128+N), or 1; 2 bad input; 124 ``--timeout`` or activeDeadlineSeconds; 130
 Ctrl-C (143 SIGTERM). Pod output goes to stdout, one line at a time, as ``[pod] line``;
-this command's own lines go to stderr as ``elastic-compile run: ...``. the README ("Run locally") has
+this command's own lines go to stderr as ``elastic-compile run: ...``. The README ("Run locally") has
 the whole story.
 """
 
