@@ -111,27 +111,31 @@ def elastic_policy(spec: ElasticSpec) -> dict[str, Any] | None:
     return policy
 
 
+def _set(model: object, **names: str) -> dict[str, Any]:
+    """``{kubernetesName: value}`` for each of ``model``'s fields (given as ours=theirs) that is set."""
+    return {theirs: getattr(model, ours) for ours, theirs in names.items() if getattr(model, ours) is not None}
+
+
 def run_policy(spec: ElasticSpec) -> dict[str, Any]:
     """runPolicy with only what is set; cleanPodPolicy is always written (see its default's reason)."""
     rp = spec.run_policy
     out: dict[str, Any] = {"cleanPodPolicy": rp.clean_pod_policy}
-    if rp.ttl_seconds_after_finished is not None:
-        out["ttlSecondsAfterFinished"] = rp.ttl_seconds_after_finished
-    if rp.active_deadline_seconds is not None:
-        out["activeDeadlineSeconds"] = rp.active_deadline_seconds
-    if rp.backoff_limit is not None:
-        out["backoffLimit"] = rp.backoff_limit
+    out.update(
+        _set(
+            rp,
+            ttl_seconds_after_finished="ttlSecondsAfterFinished",
+            active_deadline_seconds="activeDeadlineSeconds",
+            backoff_limit="backoffLimit",
+        )
+    )
     if rp.scheduling is not None:
-        sched = rp.scheduling
-        policy: dict[str, Any] = {}
-        if sched.min_available is not None:
-            policy["minAvailable"] = sched.min_available
-        if sched.queue is not None:
-            policy["queue"] = sched.queue
-        if sched.priority_class is not None:
-            policy["priorityClass"] = sched.priority_class
-        if sched.schedule_timeout_seconds is not None:
-            policy["scheduleTimeoutSeconds"] = sched.schedule_timeout_seconds
+        policy = _set(
+            rp.scheduling,
+            min_available="minAvailable",
+            queue="queue",
+            priority_class="priorityClass",
+            schedule_timeout_seconds="scheduleTimeoutSeconds",
+        )
         if policy:
             out["schedulingPolicy"] = policy
     if rp.suspend:

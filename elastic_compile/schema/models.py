@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -592,25 +593,64 @@ def _function(value: Any) -> Any:
     return {"target": value} if isinstance(value, str) else value
 
 
+def meta_name_problems(
+    mapping: dict[str, str], what: str, check_value: bool
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """Kubernetes' rules for label and annotation keys (and label values), located per key."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    for key, value in mapping.items():
+        prefix, _, name = key.rpartition("/")
+        if (
+            (prefix and not _DNS1123_SUBDOMAIN.match(prefix))
+            or len(prefix) > 253
+            or not _LABEL_NAME.match(name)
+            or len(name) > 63
+        ):
+            problems.append(
+                (
+                    (key, "[key]"),
+                    f"not a valid {what} name: [prefix/]name, the name at most 63 letters, digits, '-', '_' or '.'",
+                )
+            )
+        if check_value and (len(value) > 63 or not _LABEL_VALUE.match(value)):
+            problems.append(
+                (
+                    (key,),
+                    "label values are at most 63 letters, digits, '-', '_' or '.', starting and ending with "
+                    "a letter or digit",
+                )
+            )
+    return problems
+
+
+def _meta_names(what: str, check_value: bool) -> AfterValidator:
+    def check(mapping: dict[str, str]) -> dict[str, str]:
+        problems = meta_name_problems(mapping, what, check_value)
+        if problems:
+            raise FieldProblems(problems)
+        return mapping
+
+    return AfterValidator(check)
+
+
+#: Kubernetes labels and annotations (of the job, or of its pods), checked by Kubernetes' rules.
+Labels = Annotated[
+    dict[Annotated[str, _text("a label name")], Annotated[str, _text("a label value")]],
+    _meta_names("label", check_value=True),
+]
+Annotations = Annotated[
+    dict[Annotated[str, _text("an annotation name")], Annotated[str, _text("an annotation")]],
+    _meta_names("annotation", check_value=False),
+]
+
+
 class PodMetadata(_Model):
     """Labels and annotations for the pods."""
 
-    @field_validator("labels")
-    @classmethod
-    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
-        _validate_meta_names(value, "label", check_value=True)
-        return value
-
-    @field_validator("annotations")
-    @classmethod
-    def _annotations(cls, value: dict[str, str]) -> dict[str, str]:
-        _validate_meta_names(value, "annotation", check_value=False)
-        return value
-
-    labels: dict[Annotated[str, _text("a label name")], Annotated[str, _text("a label value")]] = Field(
+    labels: Labels = Field(
         default_factory=dict, description="Labels on every worker pod. Default: none (the operator adds its own)."
     )
-    annotations: dict[Annotated[str, _text("an annotation name")], Annotated[str, _text("an annotation")]] = Field(
+    annotations: Annotations = Field(
         default_factory=dict,
         description='Annotations on every worker pod. Default: none, plus sidecar.istio.io/inject: "false" unless '
         "istio_sidecar is true.",
@@ -684,42 +724,6 @@ def _training_container_problems(container: dict[str, Any], index: int) -> list[
     return problems
 
 
-def meta_name_problems(
-    mapping: dict[str, str], what: str, check_value: bool
-) -> list[tuple[tuple[str | int, ...], str]]:
-    """Kubernetes' rules for label and annotation keys (and label values), located per key."""
-    problems: list[tuple[tuple[str | int, ...], str]] = []
-    for key, value in mapping.items():
-        prefix, _, name = key.rpartition("/")
-        if (
-            (prefix and not _DNS1123_SUBDOMAIN.match(prefix))
-            or len(prefix) > 253
-            or not _LABEL_NAME.match(name)
-            or len(name) > 63
-        ):
-            problems.append(
-                (
-                    (key, "[key]"),
-                    f"not a valid {what} name: [prefix/]name, the name at most 63 letters, digits, '-', '_' or '.'",
-                )
-            )
-        if check_value and (len(value) > 63 or not _LABEL_VALUE.match(value)):
-            problems.append(
-                (
-                    (key,),
-                    "label values are at most 63 letters, digits, '-', '_' or '.', starting and ending with "
-                    "a letter or digit",
-                )
-            )
-    return problems
-
-
-def _validate_meta_names(mapping: dict[str, str], what: str, check_value: bool) -> None:
-    problems = meta_name_problems(mapping, what, check_value)
-    if problems:
-        raise FieldProblems(problems)
-
-
 # --------------------------------------------------------------------------- the spec
 
 
@@ -744,12 +748,10 @@ class ElasticSpec(_Model):
     namespace: Annotated[str | None, _text("namespace")] = Field(
         None, description="Namespace. Default: unset, so kubectl's context (or kustomize) decides."
     )
-    labels: dict[Annotated[str, _text("a label name")], Annotated[str, _text("a label value")]] = Field(
+    labels: Labels = Field(
         default_factory=dict, description="Labels on the job (not the pods; see pod_template.metadata)."
     )
-    annotations: dict[Annotated[str, _text("an annotation name")], Annotated[str, _text("an annotation")]] = Field(
-        default_factory=dict, description="Annotations on the job."
-    )
+    annotations: Annotations = Field(default_factory=dict, description="Annotations on the job.")
     image: Annotated[str, _text("image")] = Field(description="Container image of the training container.")
     command: list[Annotated[str, _text("an argument")]] | None = Field(
         None,
@@ -840,18 +842,6 @@ class ElasticSpec(_Model):
     def _namespace(cls, value: str | None) -> str | None:
         if value is not None and (not _DNS1123_LABEL.match(value) or len(value) > 63):
             raise ValueError("not a valid namespace: a DNS-1123 label of at most 63 characters")
-        return value
-
-    @field_validator("labels")
-    @classmethod
-    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
-        _validate_meta_names(value, "label", check_value=True)
-        return value
-
-    @field_validator("annotations")
-    @classmethod
-    def _annotations(cls, value: dict[str, str]) -> dict[str, str]:
-        _validate_meta_names(value, "annotation", check_value=False)
         return value
 
     @field_validator("image")
