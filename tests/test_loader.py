@@ -93,7 +93,7 @@ LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     ("text", "message"),
     [
         ("x: " + "a" * (MAX_BYTES + 1), "larger than 1048576 bytes"),
-        (LAUGHS, "expands to more than 100000 values"),
+        (LAUGHS, "expands to more than 20000 values"),
         ("[" * 10_000 + "]" * 10_000, "nesting deeper than 64 levels"),
         ("a:\n" + "".join("  " * i + "- \n" for i in range(1, 200)), "nesting deeper than 64 levels"),
         ("x: !!python/object/apply:os.system [echo hi]", "YAML tags other than the standard ones"),

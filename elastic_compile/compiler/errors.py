@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+MAX_PROBLEMS = 50  # reported per run; the rest are counted
+
 # Long or multi-line values are shortened in messages so that one problem stays one line.
 _GIVEN_MAX = 60
 
@@ -42,7 +44,26 @@ class SpecError(Exception):
     """Bad input: one or more located problems. The CLI prints them and exits 2."""
 
     def __init__(self, problems: Iterable[Problem]) -> None:
-        self.problems: Sequence[Problem] = tuple(problems)
+        listed: list[Problem] = []
+        per_file: dict[str, int] = {}
+        for problem in problems:
+            # 200,000 duplicate keys should not print 200,000 lines: MAX_PROBLEMS per file.
+            seen = per_file[problem.file] = per_file.get(problem.file, 0) + 1
+            if seen <= MAX_PROBLEMS:
+                listed.append(problem)
+            elif seen == MAX_PROBLEMS + 1:
+                listed.append(Problem(problem.file, problem.line, problem.col, problem.path, "more problems follow"))
+        for i, problem in enumerate(listed):
+            if problem.message == "more problems follow":
+                extra = per_file[problem.file] - MAX_PROBLEMS
+                listed[i] = Problem(
+                    problem.file,
+                    problem.line,
+                    problem.col,
+                    problem.path,
+                    f"and {extra} more problems in this file, not shown",
+                )
+        self.problems: Sequence[Problem] = tuple(listed)
         super().__init__("\n".join(str(p) for p in self.problems))
 
 

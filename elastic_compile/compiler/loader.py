@@ -41,7 +41,7 @@ from elastic_compile.schema.scalars import SourceFloat, SourceInt
 
 MAX_BYTES = 1024 * 1024  # a spec is tens of lines; anything near this is an accident or an attack
 MAX_DEPTH = 64  # a pod template with affinity terms nests about 12 levels
-MAX_VALUES = 100_000  # bounds alias expansion ("billion laughs")
+MAX_VALUES = 20_000  # bounds the nodes parsed and the values built (alias expansion, "billion laughs")
 
 _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
@@ -96,7 +96,7 @@ class _LoadLimit(Exception):
 class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
     """PyYAML's pure-Python composer with a nesting limit (its recursion has none)."""
 
-    def __init__(self, stream: str, max_depth: int = MAX_DEPTH) -> None:
+    def __init__(self, stream: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_VALUES) -> None:
         Reader.__init__(self, stream)
         Scanner.__init__(self)
         Parser.__init__(self)
@@ -104,10 +104,18 @@ class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
         _Resolver.__init__(self)
         self._depth = 0
         self._max_depth = max_depth
+        self._nodes = 0
+        self._max_nodes = max_nodes
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         self._depth += 1
+        self._nodes += 1
         try:
+            if self._nodes > self._max_nodes:
+                # Checked while parsing: the pure-Python parser needs seconds for a dense
+                # 1 MiB document, so stop long before it has built every node.
+                event = self.peek_event()  # type: ignore[no-untyped-call]
+                raise _LoadLimit(f"more than {self._max_nodes} values in the document", event.start_mark)
             if self._depth > self._max_depth:
                 event = self.peek_event()  # type: ignore[no-untyped-call]
                 raise _LoadLimit(f"nesting deeper than {self._max_depth} levels", event.start_mark)
@@ -218,8 +226,9 @@ def _child(node: Node, part: str | int) -> tuple[Node | None, Node] | None:
 class _Builder:
     """Turns composed nodes into Python values, collecting every problem."""
 
-    def __init__(self, file: str) -> None:
+    def __init__(self, file: str, max_values: int = MAX_VALUES) -> None:
         self.file = file
+        self.max_values = max_values
         self.problems: list[Problem] = []
         self.count = 0
         self.active: set[int] = set()  # collections being built, to catch recursive aliases
@@ -242,8 +251,8 @@ class _Builder:
 
     def _build(self, node: Node) -> Any:
         self.count += 1
-        if self.count > MAX_VALUES:
-            raise _LoadLimit(f"the document expands to more than {MAX_VALUES} values (an alias bomb?)", node)
+        if self.count > self.max_values:
+            raise _LoadLimit(f"the document expands to more than {self.max_values} values (an alias bomb?)", node)
         if node.tag not in _ALLOWED_TAGS:
             tag = "!!" + node.tag[len(_TAG) :] if node.tag.startswith(_TAG) else node.tag
             self._problem(node, "YAML tags other than the standard ones are not allowed", tag)
@@ -321,7 +330,13 @@ def _position(text: bytes, offset: int) -> tuple[int, int]:
 
 
 def load_text(
-    raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH, trusted: bool = False
+    raw: bytes | str,
+    file: str,
+    *,
+    max_bytes: int = MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+    max_values: int = MAX_VALUES,
+    trusted: bool = False,
 ) -> Loaded:
     """Parse one YAML document from ``raw``; raise ``SpecError`` with every problem found.
 
@@ -349,7 +364,9 @@ def load_text(
     else:
         text = raw
     try:
-        composer = _FastComposer(text) if trusted and _FastComposer is not None else _Composer(text, max_depth)
+        composer = (
+            _FastComposer(text) if trusted and _FastComposer is not None else _Composer(text, max_depth, max_values)
+        )
         root = composer.get_single_node()
     except _LoadLimit as e:
         raise SpecError([Problem(file, e.mark.line + 1, e.mark.column + 1, "yaml", str(e))]) from e
@@ -372,7 +389,7 @@ def load_text(
         raise SpecError([Problem(file, line, col, "yaml", "control characters are not allowed", given)]) from e
     if root is None:
         raise SpecError([Problem(file, 1, 1, "spec", "the file is empty; a spec needs at least name and image")])
-    builder = _Builder(file)
+    builder = _Builder(file, max_values)
     try:
         data = builder.build(root)
     except _LoadLimit as e:

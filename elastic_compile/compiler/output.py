@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -80,6 +81,7 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
     except OSError as e:
         raise WriteError(f"cannot write {target}: {e.strerror}") from e
+    backup: Path | None = None
     try:
         for rel, text in sorted(files.items()):
             path = staging / rel
@@ -87,7 +89,6 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
             # newline="\n": the same bytes on every platform (Windows would write CRLF).
             path.write_text(text, encoding="utf-8", newline="\n")
         os.chmod(staging, 0o755)  # mkdtemp makes it 0700
-        backup = None
         if target.exists():
             backup = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=parent))
             os.rename(target, backup / "d")
@@ -97,11 +98,20 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
             if backup is not None:
                 os.rename(backup / "d", target)
             raise
-        if backup is not None:
-            shutil.rmtree(backup, ignore_errors=True)
     except OSError as e:
         shutil.rmtree(staging, ignore_errors=True)
+        if backup is not None and not (backup / "d").exists():
+            shutil.rmtree(backup, ignore_errors=True)  # empty: the old output is back in place
         raise WriteError(f"cannot write {target}: {e.strerror or e}") from e
+    if backup is not None:
+        try:
+            shutil.rmtree(backup)
+        except OSError as e:
+            # The new output is in place; say where the old one is rather than hide it.
+            print(
+                f"elastic-compile: warning: the previous contents of {target} are left in {backup}: {e.strerror or e}",
+                file=sys.stderr,
+            )
 
 
 def _lines(text: str) -> list[str]:

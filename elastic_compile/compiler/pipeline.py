@@ -18,6 +18,7 @@ from elastic_compile.compiler.plan import Plan, spec_to_plan
 from elastic_compile.compiler.render import render
 from elastic_compile.compiler.spec import validate
 from elastic_compile.schema import ElasticSpec
+from elastic_compile.schema.podspec import podspec_problems
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,59 @@ def check_output(target: Target, doc: dict[str, Any], plan: Plan) -> list[str]:
     meta = doc.get("metadata")
     if not isinstance(meta, dict) or meta.get("name") != plan.name:
         problems.append(f"metadata.name must be {plan.name}")
+    problems += shape_errors(doc, _SHAPES.get(target.kind or ""))
     if target.kind == "PyTorchJob":
         problems += crdcheck.webhook_errors(doc)
     return problems
+
+
+# The fields of what we emit (PyTorchJob v1 from training-operator v1.9.4, core PodTemplate),
+# so that a custom template's typo (restartPolcy) is an error here and not pruned, with only
+# a warning, by the API server. A nested dict is an object; None accepts any value; the
+# string "pod" is a PodTemplateSpec, whose spec goes through the PodSpec check.
+_META = dict.fromkeys(("name", "namespace", "labels", "annotations", "generateName", "finalizers",
+                       "ownerReferences"))  # fmt: skip
+_POD: dict[str, Any] = {"metadata": dict.fromkeys(("name", "namespace", "labels", "annotations", "finalizers")),
+                        "spec": "podspec"}  # fmt: skip
+_REPLICA: dict[str, Any] = {"replicas": None, "restartPolicy": None, "template": _POD}
+_SHAPES: dict[str, dict[str, Any]] = {
+    "PyTorchJob": {
+        "apiVersion": None, "kind": None, "metadata": _META,
+        "spec": {
+            "pytorchReplicaSpecs": {"Master": _REPLICA, "Worker": _REPLICA},
+            "nprocPerNode": None,
+            "elasticPolicy": dict.fromkeys(("minReplicas", "maxReplicas", "rdzvBackend", "rdzvPort", "rdzvHost",
+                                            "rdzvId", "rdzvConf", "standalone", "nProcPerNode", "maxRestarts",
+                                            "metrics")),
+            "runPolicy": {
+                **dict.fromkeys(("cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds",
+                                 "backoffLimit", "suspend", "managedBy")),
+                "schedulingPolicy": dict.fromkeys(("minAvailable", "queue", "minResources", "priorityClass",
+                                                   "scheduleTimeoutSeconds")),
+            },
+        },
+    },
+    "PodTemplate": {"apiVersion": None, "kind": None, "metadata": _META, "template": _POD},
+}  # fmt: skip
+
+
+def shape_errors(value: Any, shape: Any, path: str = "") -> list[str]:
+    """Unknown fields (and non-objects where objects belong) in ``value``, by ``shape``."""
+    if shape is None:
+        return []
+    if shape == "podspec":
+        return [f"{path}.{'.'.join(map(str, loc))}: {msg}" for loc, msg in podspec_problems(value)] \
+            if isinstance(value, dict) else [f"{path}: expected a mapping"]  # fmt: skip
+    if not isinstance(value, dict):
+        return [f"{path or 'the document'}: expected a mapping"]
+    errors = []
+    for key, item in value.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in shape:
+            errors.append(f"{where}: unknown field")
+        else:
+            errors += shape_errors(item, shape[key], where)
+    return errors
 
 
 def plan_outputs(
@@ -90,7 +141,9 @@ def plan_outputs(
         doc = render(target.template, template_dir, plan=plan, task=flyte_task)
         problems = check_output(target, doc, plan)
         if problems:
-            raise CompileError(f"template {target.template}", "; ".join(problems))
+            custom = template_dir / target.template if template_dir is not None else None
+            where = f"template {custom}" if custom is not None and custom.is_file() else f"template {target.template}"
+            raise CompileError(where, "; ".join(problems))
         outputs.append(Output(target, doc))
     return tuple(outputs)
 

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -47,7 +51,7 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
     """
     paths = [str(template_dir)] if template_dir is not None else []
     paths.append(str(BUILTIN_TEMPLATES))
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+    env = _Sandbox(
         loader=jinja2.FileSystemLoader(paths),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
@@ -58,6 +62,48 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
     env.filters["tojson"] = _value_filter
     env.filters["to_yaml"] = _value_filter
     return env
+
+
+# A custom template may not build values larger than this with `*` (the sandbox's own
+# range() is capped at 100,000 items); a platform template never needs more.
+_MAX_SEQUENCE = 1_000_000
+# Wall-clock budget for rendering a custom template; ours take milliseconds.
+RENDER_SECONDS = 2.0
+
+
+class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
+    """The sandbox, plus a size check on `*` so that 'x' * 10**10 cannot eat the memory."""
+
+    intercepted_binops = frozenset({"*"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        for seq, times in ((left, right), (right, left)):
+            if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > _MAX_SEQUENCE:
+                raise jinja2.exceptions.SecurityError(f"a value of more than {_MAX_SEQUENCE} items is not allowed")
+        return super().call_binop(context, operator, left, right)
+
+
+class _RenderTimeout(Exception):
+    pass
+
+
+@contextmanager
+def _time_budget(seconds: float | None) -> Iterator[None]:
+    """Interrupt a render that runs too long (main thread only: SIGALRM is delivered there)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def expire(_signum: int, _frame: Any) -> None:
+        raise _RenderTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _value_filter(value: Any) -> str:
@@ -75,6 +121,7 @@ def _cached_environment(template_dir: Path | None) -> jinja2.Environment:
 # Rendered output may nest deeper and weigh more than the spec it came from.
 _OUTPUT_MAX_BYTES = 32 * 1024 * 1024
 _OUTPUT_MAX_DEPTH = 160
+_OUTPUT_MAX_VALUES = 200_000
 
 
 def render(template_name: str, template_dir: Path | None = None, **context: Any) -> Any:
@@ -92,7 +139,8 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
         builtin = source is not None and source.resolve().parent == BUILTIN_TEMPLATES
         if source is not None and not builtin:
             where = f"template {source}"
-        text = template.render(**context)
+        with _time_budget(None if builtin else RENDER_SECONDS):
+            text = template.render(**context)
     except jinja2.TemplateSyntaxError as e:
         raise CompileError(f"template {e.filename or template_name}:{e.lineno}", e.message or str(e)) from e
     except jinja2.TemplateNotFound as e:
@@ -103,11 +151,20 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
         raise CompileError(where, f"undefined value: {e.message}") from e
     except jinja2.TemplateError as e:
         raise CompileError(where, str(e)) from e
-    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as e:
+    except _RenderTimeout as e:
+        raise CompileError(where, f"rendering took longer than {RENDER_SECONDS:g} s") from e
+    except MemoryError as e:
+        raise CompileError(where, "rendering ran out of memory") from e
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError, ArithmeticError) as e:
         raise CompileError(where, f"cannot render: {type(e).__name__}: {e}") from e
     try:
         loaded = load_text(
-            text, f"<{where}>", max_bytes=_OUTPUT_MAX_BYTES, max_depth=_OUTPUT_MAX_DEPTH, trusted=builtin
+            text,
+            f"<{where}>",
+            max_bytes=_OUTPUT_MAX_BYTES,
+            max_depth=_OUTPUT_MAX_DEPTH,
+            max_values=_OUTPUT_MAX_VALUES,
+            trusted=builtin,
         )
     except SpecError as e:
         first = e.problems[0]

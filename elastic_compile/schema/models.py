@@ -210,7 +210,10 @@ def _nnodes(value: Any) -> Any:
         raise ValueError(_NNODES_HELP)
     if isinstance(value, int):
         lo = hi = int(value)
-    elif isinstance(value, str) and (m := re.match(r"^\s*(\d+)\s*(?::\s*(\d+)\s*)?$", value)):
+    elif isinstance(value, str) and (m := re.match(r"^\s*(\d{1,6})\s*(?::\s*(\d{1,6})\s*)?$", value)):
+        if any(part and len(part) > 1 and part.startswith("0") for part in (m[1], m[2])):
+            # 0755 would be 493 to YAML 1.1 and 755 to YAML 1.2: never guess.
+            raise ValueError(f"{_NNODES_HELP}; a leading zero reads differently in YAML 1.1 and 1.2")
         lo, hi = int(m[1]), int(m[2] or m[1])
     else:
         raise ValueError(_NNODES_HELP)
@@ -672,16 +675,19 @@ class PodTemplate(_Model):
     @classmethod
     def _spec_shape(cls, spec: dict[str, Any]) -> dict[str, Any]:
         problems = podspec_problems(spec)
-        containers = spec.get("containers")
-        for index, item in enumerate(containers if isinstance(containers, list) else []):
-            if not isinstance(item, dict):
-                continue
-            if item.get("name") == contract.TRAINING_CONTAINER:
-                problems += _training_container_problems(item, index)
-            elif not isinstance(item.get("image"), str) or not item["image"].strip():
-                problems.append(
-                    (("containers", index), "a sidecar needs an image (the operator rejects containers without one)")
-                )
+        for field in ("containers", "initContainers"):
+            items = spec.get(field)
+            for index, item in enumerate(items if isinstance(items, list) else []):
+                if not isinstance(item, dict):
+                    continue
+                if field == "containers" and item.get("name") == contract.TRAINING_CONTAINER:
+                    problems += _training_container_problems(item, index)
+                elif not _is_image(item.get("image")):
+                    what = "a sidecar" if field == "containers" else "an init container"
+                    at: tuple[str | int, ...] = (field, index, "image") if "image" in item else (field, index)
+                    problems.append(
+                        (at, f"{what} needs an image, without spaces (Kubernetes rejects containers without one)")
+                    )
         volumes = spec.get("volumes")
         for index, item in enumerate(volumes if isinstance(volumes, list) else []):
             if isinstance(item, dict) and item.get("name") == SHM_VOLUME_NAME:
@@ -697,6 +703,10 @@ class PodTemplate(_Model):
         if problems:
             raise FieldProblems(sorted(problems, key=lambda p: tuple(map(str, p[0]))))
         return spec
+
+
+def _is_image(value: object) -> bool:
+    return isinstance(value, str) and bool(value) and value.isprintable() and not any(c.isspace() for c in value)
 
 
 # The compiler's /dev/shm volume name (podspec.SHM_VOLUME); kept here so the schema can
@@ -847,7 +857,7 @@ class ElasticSpec(_Model):
     @field_validator("image")
     @classmethod
     def _image(cls, value: str) -> str:
-        if not value or any(c.isspace() for c in value) or not value.isprintable():
+        if not _is_image(value):
             raise ValueError("not an image reference: it must be non-empty with no spaces")
         return value
 

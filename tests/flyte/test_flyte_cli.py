@@ -143,8 +143,8 @@ def test_a_custom_template_is_held_to_flyteidl_shape(tmp_path: Path) -> None:
     with pytest.raises(CompileError) as e:
         compile_text(spec_text(nnodes=2), "elastic.yaml", ["flyte"], tmp_path)
     assert str(e.value) == (
-        "template flyte_task.yaml.j2: template.custom.workerReplicas.replicas: a Struct holds doubles; write 2.0; "
-        "template.config.primary_container_name: must name a container of the pod (['pytorch'])"
+        f"template {tmp_path / 'flyte_task.yaml.j2'}: template.custom.workerReplicas.replicas: a Struct holds "
+        "doubles; write 2.0; template.config.primary_container_name: must name a container of the pod (['pytorch'])"
     )
 
 

@@ -31,12 +31,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "ddp-2x8-gpu.yaml")
 MINIMAL = str(ROOT / "examples" / "minimal.yaml")
 
-LEFTOVER_GAP = (
-    "bug: compiler/output.py write_directory creates the backup directory (.NAME.old.*) with mkdtemp before "
-    "moving the old target into it; when that move, or the rename of the new output into place, fails, the "
-    "old target is kept (or restored) but the backup directory is left behind"
-)
-
 
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` with its bytes (the previous output we must not touch)."""
@@ -170,8 +164,7 @@ def test_a_failing_rename(
     assert "Input/output error" in capsys.readouterr().err
     monkeypatch.undo()
     assert snapshot(target) == before  # kept, or moved back
-    if leftovers(target.parent):
-        pytest.xfail(LEFTOVER_GAP)  # after the assertions that hold; strict versions use chattr below
+    assert leftovers(target.parent) == []
 
 
 # --------------------------------------------------------------------------- real read-only targets
@@ -216,7 +209,6 @@ def test_immutable_target_directory(
     assert snapshot(target) == before
 
 
-@pytest.mark.xfail(strict=True, reason=LEFTOVER_GAP)
 def test_immutable_target_directory_leaves_no_temporary_sibling(previous: tuple[Path, dict[str, bytes]]) -> None:
     target, _ = previous
     with immutable(target):
@@ -234,11 +226,6 @@ def test_immutable_parent_directory(
         _assert_untouched(target, before)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: compiler/output.py write_directory removes the replaced output with rmtree(ignore_errors=True): "
-    "when a file in it cannot be deleted, the previous output stays in a hidden .NAME.old.* sibling, silently",
-)
 def test_undeletable_old_file_is_not_left_silently(
     previous: tuple[Path, dict[str, bytes]], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -278,6 +265,4 @@ def test_read_only_bind_mount(previous: tuple[Path, dict[str, bytes]], mounted: 
     assert run.stderr.startswith(f"elastic-compile: error: cannot write {target}: ")
     assert "Traceback" not in run.stderr and run.stdout == ""
     assert snapshot(target) == before
-    if mounted == "target" and leftovers(target.parent):
-        pytest.xfail(LEFTOVER_GAP)
     assert leftovers(target.parent) == []

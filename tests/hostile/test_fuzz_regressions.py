@@ -151,12 +151,7 @@ def test_float_quantities_in_the_pod_template(
     assert check_manifest(compiled.outputs[0].doc) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: schema/models.py checks the top-level image for whitespace ('no spaces') but not sidecar or init "
-    'container images: image: "busybox:1.36\\n" in pod_template is emitted as is, and the API server rejects '
-    "an image with leading or trailing whitespace. Found by bench/fuzz_spec.py through a two-line lint warning",
-)
+# Found by bench/fuzz_spec.py through a two-line lint warning: sidecar and init images are checked too.
 @pytest.mark.parametrize("field", ["containers", "initContainers"])
 def test_pod_template_image_with_whitespace(field: str) -> None:
     [line] = _rejected(BASE + f'pod_template:\n  spec:\n    {field}: [{{name: side, image: "busybox:1.36\\n"}}]\n')

@@ -113,12 +113,17 @@ def _with_templates(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
 
 
 def test_oracle_invalid_output(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # A template typo our own checks let through: the strict CRD check in the oracle catches it.
+    # A template defect our own checks let through (they check fields, not every type): the
+    # strict CRD check in the oracle catches the string where the CRD wants an int32.
     builtin = (BUILTIN_TEMPLATES / "pytorchjob.yaml.j2").read_text()
-    (tmp_path / "pytorchjob.yaml.j2").write_text(builtin.replace("restartPolicy:", "restartPolcy:"))
+    line = "replicas: {{ plan.replicas | tojson }}"
+    assert line in builtin
+    (tmp_path / "pytorchjob.yaml.j2").write_text(
+        builtin.replace(line, "replicas: {{ plan.replicas | string | tojson }}")
+    )
     _with_templates(monkeypatch, tmp_path)
     outcome = fuzz.classify((ROOT / "examples" / "minimal.yaml").read_bytes())
-    assert outcome.kind == fuzz.INVALID_OUTPUT and "restartPolcy" in outcome.detail
+    assert outcome.kind == fuzz.INVALID_OUTPUT and "replicas" in outcome.detail
 
 
 def test_oracle_compile_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -264,10 +264,7 @@ def expect(slot: Slot, v: str) -> Expect:
 
 # Behaviour that is neither right value nor helpful error: the fix belongs in a file this
 # suite does not own, so each row is a strict xfail with the reason (it turns red once fixed).
-KNOWN_GAPS = {
-    ("nnodes", "0755"): "bug: schema/models.py _nnodes parses the string 0755 as 755 nodes (YAML 1.1 reads 493); "
-    "a leading zero should be rejected like Count does ('write it in plain decimal')",
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}  # none left
 
 
 def _params() -> list[Any]:

@@ -195,6 +195,6 @@ def test_hook_args_as_documented(tmp_path: Path, hook: dict[str, object]) -> Non
     assert _run(*args, cwd=tmp_path).returncode == 0
     (tmp_path / "deploy" / "base" / "pytorchjob.yaml").write_text("edited: by hand\n", encoding="utf-8")
     assert _run(*args, cwd=tmp_path).returncode == 1
-    docs = (ROOT / "docs" / "kustomize.md").read_text(encoding="utf-8")
+    docs = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "args: [--check, -o, deploy/base, train.elastic.yaml]" in docs
     assert "id: elastic-compile-check" in docs
