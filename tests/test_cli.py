@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,18 +81,6 @@ def test_bad_spec_in_a_batch_writes_nothing(tmp_path: Path, capsys: pytest.Captu
     assert f"{bad}:1:1: command:" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left behind
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
-def test_read_only_parent_keeps_old_contents(tmp_path: Path) -> None:
-    out = tmp_path / "ro" / "base"
-    assert main([EXAMPLE, "-o", str(out)]) == 0
-    (tmp_path / "ro").chmod(0o555)
-    try:
-        assert main([MINIMAL, "-o", str(out)]) == 2
-        assert "llm-finetune" in (out / "pytorchjob.yaml").read_text()
-    finally:
-        (tmp_path / "ro").chmod(0o755)
 
 
 def test_internal_errors_are_one_line_without_debug(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
