@@ -100,3 +100,12 @@ def test_explain_names_sources(capsys: pytest.CaptureFixture[str]) -> None:
     assert "rdzv.join_timeout: 900" in out and "ddp-2x8-gpu.yaml:13" in out
     assert "rdzv.read_timeout: 900" in out and "default 900, not torch's 60" in out
     assert "nproc_per_node: 8" in out and "derived" in out
+
+
+def test_check_before_a_spec_with_output_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`-o DIR --check spec.yaml`: the word after --check is a spec, not the FILE to compare with."""
+    base = tmp_path / "base"
+    assert main([EXAMPLE, "-o", str(base)]) == 0
+    assert main(["-o", str(base), "--check", EXAMPLE]) == 0
+    assert main(["-o", str(base), "--check", MINIMAL]) == 1
+    assert "minimal" in capsys.readouterr().out

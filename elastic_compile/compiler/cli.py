@@ -34,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Other commands: 'elastic-compile schema' prints the JSON Schema of elastic.yaml; "
         "'elastic-compile run SPEC_OR_MANIFEST' runs the job on this machine, one process per pod.",
     )
-    p.add_argument("specs", nargs="+", metavar="SPEC", help="elastic.yaml files; - reads standard input")
+    # nargs="*": with -o, `--check spec.yaml` may have taken the only spec (see _compile).
+    p.add_argument("specs", nargs="*", metavar="SPEC", help="elastic.yaml files; - reads standard input")
     p.add_argument(
         "-t",
         "--target",
@@ -57,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         const="",
         default=None,
         metavar="FILE",
-        help="compare with what is on disk (DIR from -o, or FILE) and exit 1 with a diff if stale; never writes",
+        help="compare with what is on disk (the -o DIR, else FILE) and exit 1 with a diff if stale; never writes",
     )
     p.add_argument(
         "--explain",
@@ -134,6 +135,13 @@ def _schema(argv: Sequence[str]) -> int:
 
 
 def _compile(ns: argparse.Namespace) -> int:
+    if ns.output is not None and ns.check:
+        # With -o, --check compares with DIR and takes no FILE: in `-o DIR --check spec.yaml`
+        # the word after --check is a spec (argparse's optional value took it).
+        ns.specs.insert(0, ns.check)
+        ns.check = ""
+    if not ns.specs:
+        raise SpecError([Problem("elastic-compile", 0, 0, "usage", "the following arguments are required: SPEC")])
     targets = ALL if ns.target == "all" else (ns.target,)
     compiled: list[Compiled] = []
     problems: list[Problem] = []
