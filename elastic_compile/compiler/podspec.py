@@ -21,10 +21,17 @@ from typing import Any
 
 from elastic_compile import contract
 from elastic_compile.schema import ElasticSpec
-from elastic_compile.schema.models import GPU_KEY, GPU_RESOURCE, SHM_VOLUME_NAME, EnvVar, is_extended
+from elastic_compile.schema.models import (
+    GPU_KEY,
+    GPU_RESOURCE,
+    SHM_PATH,
+    SHM_VOLUME_NAME,
+    EnvVar,
+    is_extended,
+    mounts_shm,
+)
 
 SHM_VOLUME = SHM_VOLUME_NAME
-SHM_PATH = "/dev/shm"
 ISTIO_INJECT = "sidecar.istio.io/inject"
 
 
@@ -75,11 +82,6 @@ def downward_env() -> list[dict[str, Any]]:
     return [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in contract.DOWNWARD_ENV]
 
 
-def mounts_shm(container: dict[str, Any]) -> bool:
-    """True when ``container`` already mounts something at /dev/shm."""
-    return any(m.get("mountPath", "").rstrip("/") == SHM_PATH for m in container.get("volumeMounts") or [])
-
-
 def training_container(
     spec: ElasticSpec, user: dict[str, Any] | None, command: list[str], args: list[str]
 ) -> tuple[dict[str, Any], bool]:
@@ -97,7 +99,7 @@ def training_container(
     if res:
         container["resources"] = res
     mounts = list(user.pop("volumeMounts", None) or [])
-    add_shm = spec.shared_memory is not False and not mounts_shm({"volumeMounts": mounts})
+    add_shm = spec.shared_memory is not False and not any(mounts_shm(m) for m in mounts)
     if add_shm:
         mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
     if mounts:

@@ -461,11 +461,16 @@ class ValueFrom(_Model):
         return self
 
 
+def is_operator_env(name: str) -> bool:
+    """True for names the training operator appends to every container (PET_*, MASTER_ADDR, ...)."""
+    return name in contract.OPERATOR_ENV_NAMES or name.startswith(contract.OPERATOR_ENV_PREFIX)
+
+
 def env_name_problem(name: str) -> str | None:
     """Why ``name`` may not be used as an env name, or None."""
     if not _ENV_NAME.match(name):
         return "not a valid environment variable name"
-    if name in contract.OPERATOR_ENV_NAMES or name.startswith(contract.OPERATOR_ENV_PREFIX):
+    if is_operator_env(name):
         return (
             "set by the training operator in every pod; a user value would be duplicated and overridden "
             "(set topology through nnodes, nproc_per_node and rdzv instead)"
@@ -712,6 +717,13 @@ def _is_image(value: object) -> bool:
 # The compiler's /dev/shm volume name (podspec.SHM_VOLUME); kept here so the schema can
 # reject a user volume that would collide with it.
 SHM_VOLUME_NAME = "dshm"
+SHM_PATH = "/dev/shm"
+
+
+def mounts_shm(mount: dict[str, Any]) -> bool:
+    """True when a volumeMount is at /dev/shm (the compiler then adds no shared memory of its own)."""
+    return str(mount.get("mountPath", "")).rstrip("/") == SHM_PATH
+
 
 _OWNED = {
     "image": "set image at the top level",
@@ -898,8 +910,7 @@ class ElasticSpec(_Model):
                                 "no volume of that name in pod_template.spec.volumes",
                             )
                         )
-                    at_shm = str(mount.get("mountPath", "")).rstrip("/") == "/dev/shm"
-                    if training and at_shm and isinstance(self.shared_memory, str):
+                    if training and mounts_shm(mount) and isinstance(self.shared_memory, str):
                         problems.append(
                             (
                                 (*base, field, i, "volumeMounts", j, "mountPath"),
@@ -910,9 +921,7 @@ class ElasticSpec(_Model):
                 if field == "containers" and not training:
                     for j, var in enumerate(container.get("env") or []):
                         name = var.get("name") if isinstance(var, dict) else None
-                        if isinstance(name, str) and (
-                            name in contract.OPERATOR_ENV_NAMES or name.startswith(contract.OPERATOR_ENV_PREFIX)
-                        ):
+                        if isinstance(name, str) and is_operator_env(name):
                             problems.append(
                                 (
                                     (*base, field, i, "env", j, "name"),
