@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import types
-import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +13,7 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from elastic_compile.compiler.errors import Problem, SpecError
 from elastic_compile.compiler.loader import YAML11_SURPRISE, Loaded
 from elastic_compile.schema import ElasticSpec, FieldProblems
+from elastic_compile.schema.models import nested_model
 
 # Tags of the discriminated unions in the schema: not part of a field path.
 _UNION_TAGS = {"map", "list"}
@@ -52,26 +51,11 @@ def _model_at(path: Sequence[str | int]) -> type[BaseModel] | None:
         field = model.model_fields.get(part)
         if field is None:
             return None
-        found = _find_model(field.annotation)
+        found = nested_model(field.annotation)
         if found is None:
             return None
         model = found
     return model
-
-
-def _find_model(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    origin = typing.get_origin(annotation)
-    if origin is dict:
-        return None
-    for arg in typing.get_args(annotation):
-        found = _find_model(arg)
-        if found is not None:
-            return found
-    if origin in (typing.Union, types.UnionType):
-        return None
-    return None
 
 
 def _find_field(model: type[BaseModel], name: str, prefix: tuple[str, ...]) -> str | None:
@@ -80,7 +64,7 @@ def _find_field(model: type[BaseModel], name: str, prefix: tuple[str, ...]) -> s
     for field_name, field in model.model_fields.items():
         if field_name == name and prefix:
             return ".".join((*prefix, name))
-        sub = _find_model(field.annotation)
+        sub = nested_model(field.annotation)
         if sub is not None:
             nested.append((sub, (*prefix, field_name)))
     for sub, sub_prefix in nested:

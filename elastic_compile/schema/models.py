@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import typing
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -1003,3 +1004,17 @@ class ElasticSpec(_Model):
             # Filled here so that --explain, the plan and the JSON view all see one value.
             object.__setattr__(self, "nproc_per_node", self.resources.gpus() or 1)
         return self
+
+
+def nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The model inside a field annotation (``X``, ``X | None``, ``list[X]``), not through dicts."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin is dict:
+        return None
+    for arg in typing.get_args(annotation):
+        found = nested_model(arg)
+        if found is not None:
+            return found
+    return None
