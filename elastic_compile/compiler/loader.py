@@ -329,6 +329,30 @@ def _position(text: bytes, offset: int) -> tuple[int, int]:
     return line, offset - (before.rfind(b"\n") + 1) + 1
 
 
+def _parse_problem(e: Exception, file: str, text: str) -> Problem:
+    """One located problem for a limit hit or a PyYAML error (one document or a stream)."""
+    if isinstance(e, _LoadLimit):
+        return Problem(file, e.mark.line + 1, e.mark.column + 1, "yaml", str(e))
+    if isinstance(e, yaml.reader.ReaderError):  # control characters; carries a position, not a mark
+        line, col = _position(text[: e.position].encode(), len(text[: e.position].encode()))
+        given = f"U+{e.character:04X}" if isinstance(e.character, int) else None
+        return Problem(file, line, col, "yaml", "control characters are not allowed", given)
+    if isinstance(e, yaml.MarkedYAMLError):
+        mark = e.problem_mark or e.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        message = (e.problem or e.context or "invalid YAML").strip()
+        if "expected a single document" in (e.context or ""):
+            message = "expected one YAML document, found several (--- separators)"
+        elif "'\\t'" in message:
+            message += "; indent with spaces, not tabs"
+        elif e.context and e.context_mark is not None and e.problem:
+            # PyYAML's problem is where it noticed; the context names what was left open.
+            where = f"line {e.context_mark.line + 1}, column {e.context_mark.column + 1}"
+            message += f" ({e.context.strip()} at {where})"
+        return Problem(file, line, col, "yaml", message)
+    return Problem(file, 1, 1, "yaml", str(e).splitlines()[0])
+
+
 def load_text(
     raw: bytes | str,
     file: str,
@@ -368,32 +392,15 @@ def load_text(
             _FastComposer(text) if trusted and _FastComposer is not None else _Composer(text, max_depth, max_values)
         )
         root = composer.get_single_node()
-    except _LoadLimit as e:
-        raise SpecError([Problem(file, e.mark.line + 1, e.mark.column + 1, "yaml", str(e))]) from e
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        message = (e.problem or e.context or "invalid YAML").strip()
-        if "expected a single document" in (e.context or ""):
-            message = "expected one YAML document, found several (--- separators)"
-        elif "'\\t'" in message:
-            message += "; indent with spaces, not tabs"
-        elif e.context and e.context_mark is not None and e.problem:
-            # PyYAML's problem is where it noticed; the context names what was left open.
-            where = f"line {e.context_mark.line + 1}, column {e.context_mark.column + 1}"
-            message += f" ({e.context.strip()} at {where})"
-        raise SpecError([Problem(file, line, col, "yaml", message)]) from e
-    except yaml.reader.ReaderError as e:  # control characters; carries a position, not a mark
-        line, col = _position(text[: e.position].encode(), len(text[: e.position].encode()))
-        given = f"U+{e.character:04X}" if isinstance(e.character, int) else None
-        raise SpecError([Problem(file, line, col, "yaml", "control characters are not allowed", given)]) from e
+    except (_LoadLimit, yaml.YAMLError) as e:
+        raise SpecError([_parse_problem(e, file, text)]) from e
     if root is None:
         raise SpecError([Problem(file, 1, 1, "spec", "the file is empty; a spec needs at least name and image")])
     builder = _Builder(file, max_values)
     try:
         data = builder.build(root)
     except _LoadLimit as e:
-        raise SpecError([Problem(file, e.mark.line + 1, e.mark.column + 1, "yaml", str(e))]) from e
+        raise SpecError([_parse_problem(e, file, text)]) from e
     if builder.problems:
         raise SpecError(sorted(builder.problems))
     return Loaded(file, data, root)
@@ -416,14 +423,8 @@ def load_documents(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, m
             node = composer.get_node()
             if node is not None:
                 docs.append(builder.build(node))
-    except _LoadLimit as e:
-        raise SpecError([Problem(file, e.mark.line + 1, e.mark.column + 1, "yaml", str(e))]) from e
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        raise SpecError([Problem(file, line, col, "yaml", (e.problem or "invalid YAML").strip())]) from e
-    except yaml.YAMLError as e:
-        raise SpecError([Problem(file, 1, 1, "yaml", str(e).splitlines()[0])]) from e
+    except (_LoadLimit, yaml.YAMLError) as e:
+        raise SpecError([_parse_problem(e, file, text)]) from e
     if builder.problems:
         raise SpecError(sorted(builder.problems))
     return docs
