@@ -68,14 +68,15 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 import yaml  # noqa: E402
 
-from elastic_compile.compiler import crdcheck, lint  # noqa: E402
-from elastic_compile.compiler.emit import plain  # noqa: E402
-from elastic_compile.compiler.errors import CompileError, SpecError  # noqa: E402
-from elastic_compile.compiler.loader import load_text  # noqa: E402
+from elastic_compile.compiler import lint  # noqa: E402
 from elastic_compile.compiler.output import stream_text  # noqa: E402
 from elastic_compile.compiler.pipeline import compile_text  # noqa: E402
+from elastic_compile.core import crdcheck  # noqa: E402
+from elastic_compile.core.emit import plain  # noqa: E402
+from elastic_compile.core.errors import CompileError, SpecError  # noqa: E402
+from elastic_compile.core.loader import load_text  # noqa: E402
+from elastic_compile.core.scalars import SourceFloat, SourceInt  # noqa: E402
 from elastic_compile.schema import ElasticSpec  # noqa: E402
-from elastic_compile.schema.scalars import SourceFloat, SourceInt  # noqa: E402
 
 TARGETS = ("pytorchjob", "podtemplate")
 
@@ -1011,7 +1012,7 @@ def classify(data: bytes, file: str = "fuzz.yaml") -> Outcome:
 
 def _passthrough_from_data(data: bytes) -> bool:
     """A CompileError raised before the spec was returned: validate it again to decide."""
-    from elastic_compile.compiler.spec import validate
+    from elastic_compile.schema.validate import validate
 
     try:
         return _passthrough(validate(load_text(data, "fuzz.yaml")))

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from elastic_compile.compiler import crdcheck
+from elastic_compile.core import crdcheck
 
 CRDS_MISSING = "PyTorchJob CRD not found: set ELASTIC_COMPILE_CRDS or provide ../shared/crds"
 

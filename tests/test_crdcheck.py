@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 import yaml
 
-from elastic_compile.compiler import crdcheck
-from elastic_compile.compiler.crdcheck import (
+from elastic_compile.core import crdcheck
+from elastic_compile.core.crdcheck import (
     CrdUnavailable,
     CrdValidator,
     core_errors,
     pod_template_spec_errors,
-    webhook_errors,
 )
+from elastic_compile.targets.pytorchjob.checks import webhook_errors
 
 Job = dict[str, Any]
 Checker = Callable[[Mapping[str, Any]], list[str]]

@@ -1,7 +1,7 @@
 """Compiler and entrypoint agree: a compiled PyTorchJob runs, pod by pod, as the operator would run it.
 
 The manifest is compiled from examples/cpu-ddp.yaml; each pod's command and environment come
-from ``elastic_compile.compiler.kubeflow`` (what the training operator v1.9.4 injects:
+from ``elastic_compile.localrun.kubeflow`` (what the training operator v1.9.4 injects:
 kubeflow-pytorchjob.md §4); only the rendezvous host and the pod IPs become 127.0.0.1.
 Each pod is a separate process group, as separate pods would be.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from elastic_compile import contract
-from elastic_compile.compiler.kubeflow import pods
 from elastic_compile.compiler.pipeline import compile_path
+from elastic_compile.localrun.kubeflow import pods
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCHER = [sys.executable, "-m", "elastic_compile.entrypoint"]

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from elastic_compile.compiler.cli import main
-from elastic_compile.compiler.errors import SpecError
 from elastic_compile.compiler.pipeline import compile_path
+from elastic_compile.core.errors import SpecError
 
 REPO = Path(__file__).resolve().parent.parent
 ERRORS = REPO / "tests" / "errors"

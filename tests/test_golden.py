@@ -28,10 +28,10 @@ import yaml
 from elastic_compile import contract
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.explain import explain
-from elastic_compile.compiler.loader import load_file
 from elastic_compile.compiler.output import stream_text
 from elastic_compile.compiler.pipeline import compile_path, compile_spec, compile_text
-from elastic_compile.compiler.spec import validate
+from elastic_compile.core.loader import load_file
+from elastic_compile.schema.validate import validate
 
 GOLDEN = Path(__file__).parent / "golden"
 SPEC = "elastic.yaml"

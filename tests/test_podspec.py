@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from elastic_compile.compiler.errors import SpecError
 from elastic_compile.compiler.pipeline import compile_text
+from elastic_compile.core.errors import SpecError
 from elastic_compile.schema import podspec
 
 BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\npod_template:\n  spec:\n"

@@ -17,11 +17,11 @@ import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from elastic_compile.compiler.emit import plain, to_yaml
-from elastic_compile.compiler.errors import SpecError
-from elastic_compile.compiler.loader import load_text
 from elastic_compile.compiler.output import stream_text
 from elastic_compile.compiler.pipeline import compile_text
+from elastic_compile.core.emit import plain, to_yaml
+from elastic_compile.core.errors import SpecError
+from elastic_compile.core.loader import load_text
 
 TRICKY = [
     "true", "no", "on", "off", "yes", "Y", "null", "~", "1e3", "1e-4", "0o17", "0x1F", "0755", "1:30", "1_000",

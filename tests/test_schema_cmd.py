@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from elastic_compile.compiler.cli import main
-from elastic_compile.compiler.emit import plain
-from elastic_compile.compiler.errors import SpecError
-from elastic_compile.compiler.loader import load_file, load_text
 from elastic_compile.compiler.pipeline import compile_text
+from elastic_compile.core.emit import plain
+from elastic_compile.core.errors import SpecError
+from elastic_compile.core.loader import load_file, load_text
 
 jsonschema = pytest.importorskip("jsonschema", reason="install the test extra: pip install -e '.[test]'")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from elastic_compile.compiler.errors import CompileError
 from elastic_compile.compiler.render import BUILTIN_TEMPLATES, json_text, render
+from elastic_compile.core.errors import CompileError
 
 PRINT = re.compile(r"\{\{(.*?)\}\}", re.S)
 TEMPLATES = sorted(BUILTIN_TEMPLATES.glob("*.j2"))

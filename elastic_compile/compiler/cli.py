@@ -12,10 +12,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from elastic_compile import __version__
+from elastic_compile import __version__, targets
 from elastic_compile.compiler import lint, output
-from elastic_compile.compiler.errors import CompileError, Problem, SpecError
-from elastic_compile.compiler.pipeline import ALL, TARGETS, Compiled, compile_path
+from elastic_compile.compiler.pipeline import ALL, Compiled, compile_path
+from elastic_compile.core.errors import CompileError, Problem, SpecError
 
 EXIT_OK, EXIT_DRIFT, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -39,9 +39,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-t",
         "--target",
-        choices=[*TARGETS, "all"],
+        choices=[*targets.names(), ALL],
         default="pytorchjob",
-        help="what to emit (default: pytorchjob)",
+        help="what to emit (default: pytorchjob): "
+        + "; ".join(f"{name}: {targets.get(name).summary}" for name in targets.names())
+        + "; all: every one the spec can make",
     )
     p.add_argument("--format", choices=["yaml", "json"], default="yaml", help="output format (default: yaml)")
     p.add_argument(
@@ -87,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args_list[:1] == ["schema"]:
             return _schema(args_list[1:])
         if args_list[:1] == ["run"]:
-            from elastic_compile.compiler.localrun import main as run_main
+            from elastic_compile.localrun.cli import main as run_main
 
             return run_main(args_list[1:])
         return _compile(_parser().parse_args(args_list))
@@ -142,12 +144,11 @@ def _compile(ns: argparse.Namespace) -> int:
         ns.check = ""
     if not ns.specs:
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", "the following arguments are required: SPEC")])
-    targets = ALL if ns.target == "all" else (ns.target,)
     compiled: list[Compiled] = []
     problems: list[Problem] = []
     for path in ns.specs:
         try:
-            compiled.append(compile_path(path, targets, ns.templates))
+            compiled.append(compile_path(path, (ns.target,), ns.templates))
         except SpecError as e:
             problems.extend(e.problems)
     if problems:

@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from elastic_compile.compiler.pipeline import Compiled
-from elastic_compile.compiler.plan import GRACE_MARGIN_SECONDS
 from elastic_compile.schema.models import NNodes
+from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS
 
 _DERIVED = {
     "nproc_per_node": "derived: the GPUs requested per node, else 1",

@@ -42,7 +42,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from elastic_compile.compiler.emit import to_yaml
+from elastic_compile.core.emit import to_yaml
 
 KUSTOMIZATION_FILE = "kustomization.yaml"
 OPENAPI_FILE = "openapi.json"

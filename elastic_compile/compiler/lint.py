@@ -22,15 +22,15 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TextIO
 
 from elastic_compile import contract
-from elastic_compile.compiler.errors import Problem, SpecError, show_given
-from elastic_compile.compiler.loader import Loaded, dotted
-from elastic_compile.compiler.podspec import SHM_VOLUME
+from elastic_compile.core.errors import Problem, SpecError, show_given
+from elastic_compile.core.loader import Loaded, dotted
+from elastic_compile.core.quantity import is_quantity, parse_quantity
 from elastic_compile.schema import ElasticSpec
-from elastic_compile.schema.quantity import is_quantity, parse_quantity
+from elastic_compile.targets.pod import SHM_VOLUME
 
 if TYPE_CHECKING:
     from elastic_compile.compiler.pipeline import Compiled
-    from elastic_compile.compiler.plan import Plan
+    from elastic_compile.targets.pytorchjob.plan import Plan
 
 Path = tuple[str | int, ...]
 

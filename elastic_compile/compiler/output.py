@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from elastic_compile.compiler import kustomize
-from elastic_compile.compiler.emit import to_json, to_yaml
 from elastic_compile.compiler.pipeline import Compiled
+from elastic_compile.core.emit import to_json, to_yaml
 
 KUSTOMIZATION = kustomize.KUSTOMIZATION_FILE
 
@@ -43,9 +43,9 @@ def _base_files(c: Compiled, fmt: str) -> dict[str, str]:
     files: dict[str, str] = {}
     resources: list[str] = []
     for o in c.outputs:
-        name = o.target.filename.rsplit(".", 1)[0] + "." + ext
+        name = o.filename.rsplit(".", 1)[0] + "." + ext
         files[name] = to_json([o.doc]) if fmt == "json" else to_yaml([o.doc])
-        if o.target.api_version is not None:
+        if o.is_resource:
             resources.append(name)
     files[KUSTOMIZATION] = kustomize.kustomization_text(resources)
     files[kustomize.OPENAPI_FILE] = kustomize.openapi_text()

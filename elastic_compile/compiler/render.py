@@ -26,9 +26,9 @@ from typing import Any
 import jinja2
 import jinja2.sandbox
 
-from elastic_compile.compiler.emit import plain
-from elastic_compile.compiler.errors import CompileError, SpecError
-from elastic_compile.compiler.loader import load_text
+from elastic_compile.core.emit import plain
+from elastic_compile.core.errors import CompileError, SpecError
+from elastic_compile.core.loader import load_text
 
 BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 

@@ -30,9 +30,9 @@ from pydantic import (
 )
 
 from elastic_compile import contract
+from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
+from elastic_compile.core.scalars import source_text
 from elastic_compile.schema.podspec import podspec_problems
-from elastic_compile.schema.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
-from elastic_compile.schema.scalars import source_text
 
 # --------------------------------------------------------------------------- helpers
 

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from elastic_compile.schema.quantity import is_quantity
+from elastic_compile.core.quantity import is_quantity
 
 SCHEMA_FILE = Path(__file__).with_name("k8s_podspec.json")
 KUBERNETES_VERSION = "1.33"

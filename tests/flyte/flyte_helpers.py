@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from elastic_compile.compiler.emit import plain
 from elastic_compile.compiler.pipeline import compile_text
+from elastic_compile.core.emit import plain
 
 IMAGE = "ghcr.io/example/trainer:v1"
 FLYTE = {"project": "proj", "domain": "dev", "version": "v1"}

@@ -13,8 +13,8 @@ import yaml
 from flyte_helpers import BASE, compile_flyte, spec_text
 
 from elastic_compile.compiler.cli import main
-from elastic_compile.compiler.errors import CompileError
 from elastic_compile.compiler.pipeline import compile_text
+from elastic_compile.core.errors import CompileError
 
 ROOT = Path(__file__).resolve().parents[2]
 # flytekitplugins itself is an empty namespace package that a .pth file creates at startup.

@@ -18,8 +18,8 @@ from flyteidl.plugins.kubeflow.pytorch_pb2 import DistributedPyTorchTrainingTask
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from elastic_compile import __version__
-from elastic_compile.compiler.flyte import spec_to_flyte
 from elastic_compile.compiler.pipeline import compile_text
+from elastic_compile.targets.flyte.task import spec_to_flyte
 
 SIDECAR = {"name": "logger", "image": "busybox", "args": ["tail", "-f", "/dev/null"]}
 
@@ -179,7 +179,7 @@ def test_canonical_case() -> None:
 
 
 def test_the_template_only_prints_the_task(case: str, doc: dict[str, Any]) -> None:
-    """Every value comes from compiler/flyte.py; the Jinja template adds and decides nothing."""
+    """Every value comes from targets/flyte/task.py; the Jinja template adds and decides nothing."""
     compiled = compile_text(spec_text(**CASES[case]), "elastic.yaml", ["flyte"])
     assert canonical(spec_to_flyte(compiled.spec).document()) == canonical(doc)
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from flyte_helpers import IMAGE, canonical, compile_flyte, primary, spec_text
 
-from elastic_compile.compiler.errors import SpecError
+from elastic_compile.core.errors import SpecError
 
 SIDECAR = {"name": "logger", "image": "busybox", "args": ["tail", "-f", "/dev/null"]}
 SECRET_ENV = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "hub", "key": "token"}}}]
@@ -209,7 +209,7 @@ def test_settings_flytekit_cannot_carry_are_located_errors(
 
 
 def test_a_pod_field_the_kubernetes_client_drops_is_an_error(tmp_path: Path) -> None:
-    from elastic_compile.flyte import _pod_spec
+    from elastic_compile.targets.flyte.kwargs import _pod_spec
 
     with pytest.raises(SpecError, match=r"cannot represent futureField, so flytekit would drop it"):
         _pod_spec({"containers": [{"name": "pytorch", "image": IMAGE}], "futureField": True}, None)

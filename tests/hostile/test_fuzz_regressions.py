@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from elastic_compile.compiler.errors import SpecError
 from elastic_compile.compiler.pipeline import compile_text
+from elastic_compile.core.errors import SpecError
 
 BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from elastic_compile.compiler.errors import Problem, SpecError
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.compiler.render import BUILTIN_TEMPLATES
+from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.schema.models import ElasticSpec, PodTemplate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
-from elastic_compile.compiler.errors import SpecError
 from elastic_compile.compiler.output import stream_text
 from elastic_compile.compiler.pipeline import compile_text
+from elastic_compile.core.errors import SpecError
 
 BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
 MULTI = "nnodes: 2\n"  # elasticPolicy (and so rdzv fields) exists only on multi-node jobs

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from elastic_compile.compiler import kustomize, output
-from elastic_compile.compiler.pipeline import ALL, TARGETS, compile_text
+from elastic_compile.compiler.pipeline import ALL, compile_text
 
 FLYTE_SPEC = """\
 name: tiny
@@ -67,7 +67,8 @@ def _gvks(schema: dict[str, Any]) -> set[tuple[str, str]]:
 
 def test_every_kind_we_emit_has_a_schema() -> None:
     """The file replaces kustomize's built-in schema: a kind left out loses its merge keys."""
-    emitted = {(t.api_version, t.kind) for t in TARGETS.values() if t.api_version is not None}
+    outputs = compile_text(FLYTE_SPEC, targets=(ALL,)).outputs
+    emitted = {(o.document.api_version, o.document.kind) for o in outputs if o.is_resource}
     assert emitted == {("kubeflow.org/v1", "PyTorchJob"), ("v1", "PodTemplate")}
     assert _gvks(kustomize.openapi_schema()) == emitted
 
@@ -127,7 +128,7 @@ def test_replica_specs_are_a_map() -> None:
 
 
 def test_kustomization_lists_kubernetes_objects_and_the_openapi_file() -> None:
-    compiled = compile_text(FLYTE_SPEC, targets=ALL)
+    compiled = compile_text(FLYTE_SPEC, targets=(ALL,))
     files = output.directory_files([compiled], "yaml", several=False)
     assert sorted(files) == [
         "flyte-task.yaml",

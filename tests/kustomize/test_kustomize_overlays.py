@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
-from elastic_compile.compiler import crdcheck, kustomize
+from elastic_compile.compiler import kustomize
 from elastic_compile.compiler.cli import main
+from elastic_compile.core import crdcheck
+from elastic_compile.targets.pytorchjob.checks import webhook_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "ddp-2x8-gpu.yaml"
@@ -292,7 +294,7 @@ def test_without_openapi_a_patch_drops_the_sidecar(
     assert set(containers[0]) == {"name", "env", "resources"}
     assert containers[0]["env"] == PYTORCH_PATCH["env"], "the compiled env is gone too"
     # The webhook rules alone (no CRD files needed) reject the result.
-    assert any(e.endswith("image: required field is missing") for e in crdcheck.webhook_errors(after["PyTorchJob"]))
+    assert any(e.endswith("image: required field is missing") for e in webhook_errors(after["PyTorchJob"]))
 
 
 def test_a_patch_must_repeat_the_namespace(tmp_path: Path, bases: dict[str, Path], kustomize_build: Build) -> None:

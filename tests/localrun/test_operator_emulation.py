@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from elastic_compile.compiler.kubeflow import expand, pods
+from elastic_compile.localrun.kubeflow import expand, pods
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,9 @@ import pytest
 import yaml
 from run_helpers import EXAMPLES, ROOT, new_marker, processes_with
 
-from elastic_compile.compiler import localrun
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_path
+from elastic_compile.localrun import kubeflow, process
 
 SHRINK = "name: shrink\nimage: local/test:1\ncommand: [python, train.py]\nnnodes: '1:2'\n"
 
@@ -43,7 +43,7 @@ def _env(view: dict[str, Any], key: str) -> list[str | None]:
 
 
 def test_gpu_example_becomes_a_cpu_run(capsys: pytest.CaptureFixture[str]) -> None:
-    if localrun.local_gpus():
+    if process.local_gpus():
         pytest.skip("this machine has GPUs")
     code, view, err = _dry(capsys, str(EXAMPLES / "ddp-2x8-gpu.yaml"))
     assert code == 0, err
@@ -59,11 +59,11 @@ def test_gpu_example_becomes_a_cpu_run(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_gpus_are_shared_out_between_pods() -> None:
     job = compile_path(EXAMPLES / "ddp-2x8-gpu.yaml").outputs[0].doc
-    opts = localrun.Options(source="x")
-    fitted, notes = localrun.fit_job(job, opts, gpus=["0", "1", "2", "3"], cpus=8, is_busy=lambda _p: False)
+    opts = process.Options(source="x")
+    fitted, notes = kubeflow.fit_job(job, opts, gpus=["0", "1", "2", "3"], cpus=8, is_busy=lambda _p: False)
     assert fitted["spec"]["nprocPerNode"] == "2"
     assert notes == ["each pod requests 8 GPU(s) and this machine gives 2 each: nprocPerNode 2 (was 8)"]
-    pods, _ = localrun.build_pods(fitted, environ={}, gpus=["0", "1", "2", "3"], token="t")
+    pods, _ = kubeflow.build_pods(fitted, environ={}, gpus=["0", "1", "2", "3"], token="t")
     assert [p.env["CUDA_VISIBLE_DEVICES"] for p in pods] == ["0,1", "2,3"]
     assert job["spec"]["nprocPerNode"] == "8"  # the input is not changed
 
@@ -83,7 +83,7 @@ def test_gpus_are_shared_out_between_pods() -> None:
     ],
 )
 def test_fit_nproc(nproc: str, gpus_requested: int, gpus_per_pod: int, expected: str) -> None:
-    new, _note = localrun.fit_nproc(nproc, gpus_requested=gpus_requested, gpus_per_pod=gpus_per_pod, cpus=4, pods=2)
+    new, _note = kubeflow.fit_nproc(nproc, gpus_requested=gpus_requested, gpus_per_pod=gpus_per_pod, cpus=4, pods=2)
     assert new == expected
 
 
@@ -187,7 +187,7 @@ def test_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     [(None, 100, False), (0, 0, False), (0, 1, True), (1, 1, True), (2, 1, False), (2, 2, True)],
 )
 def test_backoff_limit_rule(limit: int | None, restarts: int, past: bool) -> None:
-    rules = localrun.Rules("j", elastic=True, has_master=False, min_nodes=1, backoff_limit=limit,
+    rules = kubeflow.Rules("j", elastic=True, has_master=False, min_nodes=1, backoff_limit=limit,
                            clean_pod_policy="Running", active_deadline=None)  # fmt: skip
     assert rules.past_backoff_limit(restarts) is past
 
@@ -200,17 +200,17 @@ def test_stopping_a_pod_reaches_processes_in_other_sessions() -> None:
         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
         "time.sleep(60)\n"
     )
-    env = {**os.environ, localrun.MARKER_ENV: marker}
+    env = {**os.environ, process.MARKER_ENV: marker}
     proc = subprocess.Popen([sys.executable, "-c", child], env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 10
-        while len(localrun.marked_processes(marker)) < 2 and time.monotonic() < deadline:
+        while len(process.marked_processes(marker)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(localrun.marked_processes(marker)) == 2
-        pod = localrun.LocalPod(pod=None, argv=[], env={}, grace=0, marker=marker, proc=proc)  # type: ignore[arg-type]
-        assert localrun.kill_pod_processes(pod) >= 2
+        assert len(process.marked_processes(marker)) == 2
+        pod = process.LocalPod(pod=None, argv=[], env={}, grace=0, marker=marker, proc=proc)  # type: ignore[arg-type]
+        assert process.kill_pod_processes(pod) >= 2
         assert proc.wait(5) == -signal.SIGKILL
-        assert localrun.marked_processes(marker) == set()
+        assert process.marked_processes(marker) == set()
         assert processes_with(marker) == []
     finally:
         if proc.poll() is None:

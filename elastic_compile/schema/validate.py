@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-from elastic_compile.compiler.errors import Problem, SpecError
-from elastic_compile.compiler.loader import YAML11_SURPRISE, Loaded
+from elastic_compile.core.errors import Problem, SpecError
+from elastic_compile.core.loader import YAML11_SURPRISE, Loaded
 from elastic_compile.schema import ElasticSpec, FieldProblems
 from elastic_compile.schema.models import nested_model
 

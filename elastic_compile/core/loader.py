@@ -36,8 +36,8 @@ from yaml.reader import Reader
 from yaml.resolver import BaseResolver
 from yaml.scanner import Scanner
 
-from elastic_compile.compiler.errors import Problem, SpecError
-from elastic_compile.schema.scalars import SourceFloat, SourceInt
+from elastic_compile.core.errors import Problem, SpecError
+from elastic_compile.core.scalars import SourceFloat, SourceInt
 
 MAX_BYTES = 1024 * 1024  # a spec is tens of lines; anything near this is an accident or an attack
 MAX_DEPTH = 64  # a pod template with affinity terms nests about 12 levels

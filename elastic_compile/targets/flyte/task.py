@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from elastic_compile import __version__, contract
-from elastic_compile.compiler.errors import Problem, SpecError
-from elastic_compile.compiler.loader import Loaded, dotted
-from elastic_compile.compiler.plan import GRACE_MARGIN_SECONDS, launcher_args
-from elastic_compile.compiler.podspec import build_pod_template, resources
+from elastic_compile.core.errors import Problem, SpecError
+from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.models import GPU_KEY, GPU_RESOURCE
+from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
+from elastic_compile.targets.pod import build_pod_template, resources
 
 # flytekit's task types for an Elastic config (§2): a PyTorchJob for more than one node,
 # a plain pod for one. The backend rejects any taskTypeVersion but 0 and 1, and 1 is the

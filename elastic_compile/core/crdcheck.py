@@ -7,7 +7,7 @@ kubeflow-pytorchjob.md §3 and §7):
   converted to JSON Schema 2020-12. In strict mode it rejects unknown fields the way
   ``kubectl --validate=strict`` does; the API server's default is to prune them with a
   warning, so without this a typo such as ``imagee`` vanishes silently.
-* :func:`webhook_errors` re-implements the training-operator v1.9.4 validating webhook
+* ``targets.pytorchjob.checks.webhook_errors`` re-implements the training-operator v1.9.4 validating webhook
   plus the traps the webhook accepts but that break at runtime.
 * :func:`core_errors` and :func:`pod_template_spec_errors` reuse the strict core schemas
   bundled with kubernetes-validate, for PodTemplates and for the pod templates embedded
@@ -29,8 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from elastic_compile.contract import TRAINING_CONTAINER
-from elastic_compile.schema.quantity import QUANTITY_PATTERN
+from elastic_compile.core.quantity import QUANTITY_PATTERN
 
 if TYPE_CHECKING:
     from referencing import Registry
@@ -41,12 +40,16 @@ __all__ = [
     "PYTORCHJOB_CRD",
     "CrdUnavailable",
     "CrdValidator",
+    "as_int",
+    "as_mapping",
     "check_manifest",
     "core_errors",
     "crd_dir",
+    "join_path",
+    "name_errors",
     "pod_template_spec_errors",
     "pytorchjob_validator",
-    "webhook_errors",
+    "show",
 ]
 
 CRDS_ENV: Final = "ELASTIC_COMPILE_CRDS"
@@ -71,10 +74,6 @@ _DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[
 
 _INT_RANGES: Final = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 
-# Webhook constants, training-operator v1.9.4 pkg/webhooks/pytorch/pytorchjob_webhook.go
-# and pkg/common/util/webhooks.go (kubeflow-pytorchjob.md §3).
-_REPLICA_TYPES: Final = ("Master", "Worker")
-_MANAGED_BY: Final = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 
 # Marker we leave in converted schemas so error messages can say "integer or string"
 # instead of jsonschema's "is not valid under any of the given schemas".
@@ -100,7 +99,7 @@ def crd_dir() -> Path | None:
     the project.
     """
     env = os.environ.get(CRDS_ENV)
-    # parents[2] is the repository checkout (elastic_compile/compiler/crdcheck.py).
+    # parents[2] is the repository checkout (elastic_compile/core/crdcheck.py).
     path = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "crds"
     return path if path.is_dir() else None
 
@@ -142,7 +141,7 @@ def _convert(node: Mapping[str, Any], *, strict: bool, structural: bool, path: s
             continue
         if key == "properties":
             out[key] = {
-                name: _convert(sub, strict=strict, structural=structural, path=_join(path, name), rules=rules)
+                name: _convert(sub, strict=strict, structural=structural, path=join_path(path, name), rules=rules)
                 for name, sub in value.items()
             }
         elif key == "items" and isinstance(value, Mapping):
@@ -233,7 +232,7 @@ def _list_type_keyword(validator: Any, list_type: Any, instance: Any, schema: Ma
             key = _canonical(item)
             if key in seen:
                 yield ValidationError(
-                    f"duplicate value {_show(item)} (same as item {seen[key]})", path=[index], instance=item
+                    f"duplicate value {show(item)} (same as item {seen[key]})", path=[index], instance=item
                 )
             else:
                 seen[key] = index
@@ -248,7 +247,7 @@ def _list_type_keyword(validator: Any, list_type: Any, instance: Any, schema: Ma
         entry = {k: item.get(k, item_props.get(k, {}).get("default")) for k in keys}
         key = _canonical(entry)
         if key in seen:
-            shown = ", ".join(f"{k}={_show(v)}" for k, v in entry.items())
+            shown = ", ".join(f"{k}={show(v)}" for k, v in entry.items())
             yield ValidationError(
                 f"duplicate entry {shown} (same key as item {seen[key]})", path=[index], instance=item
             )
@@ -302,7 +301,7 @@ def _format_checker() -> Any:
     return checker
 
 
-def _join(path: str, key: str | int) -> str:
+def join_path(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
     if _SIMPLE_KEY.match(key):
@@ -314,11 +313,11 @@ def _join(path: str, key: str | int) -> str:
 def _format_path(parts: Sequence[str | int] | Iterator[str | int], prefix: str = "") -> str:
     path = prefix
     for part in parts:
-        path = _join(path, part)
+        path = join_path(path, part)
     return path
 
 
-def _show(value: Any, limit: int = 80) -> str:
+def show(value: Any, limit: int = 80) -> str:
     text = json.dumps(value, default=repr)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -337,33 +336,33 @@ def _render(error: Any, prefix: str = "") -> list[str]:
         declared = schema.get("properties", {})
         patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
         return [
-            f"{_join(path, key)}: unknown field"
+            f"{join_path(path, key)}: unknown field"
             for key in instance
             if key not in declared and not any(p.search(key) for p in patterns)
         ]
     if keyword == "required" and isinstance(instance, Mapping):
         return [
-            f"{_join(path, key)}: required field is missing" for key in error.validator_value if key not in instance
+            f"{join_path(path, key)}: required field is missing" for key in error.validator_value if key not in instance
         ]
     if keyword == "type":
         types = error.validator_value
         wanted = " or ".join(types) if isinstance(types, list) else str(types)
-        return [f"{where}: must be of type {wanted} (given: {_show(instance)})"]
+        return [f"{where}: must be of type {wanted} (given: {show(instance)})"]
     if keyword == "format":
         fmt = error.validator_value
         if fmt in _INT_RANGES:
-            return [f"{where}: out of range for {fmt} (given: {_show(instance)})"]
-        return [f"{where}: must be a valid {fmt} (given: {_show(instance)})"]
+            return [f"{where}: out of range for {fmt} (given: {show(instance)})"]
+        return [f"{where}: must be a valid {fmt} (given: {show(instance)})"]
     if keyword == "pattern":
         if error.validator_value == _QUANTITY_PATTERN:
-            return [f"{where}: must be a Kubernetes quantity such as 500m, 4Gi or 1e3 (given: {_show(instance)})"]
-        return [f"{where}: must match {error.validator_value} (given: {_show(instance)})"]
+            return [f"{where}: must be a Kubernetes quantity such as 500m, 4Gi or 1e3 (given: {show(instance)})"]
+        return [f"{where}: must match {error.validator_value} (given: {show(instance)})"]
     if keyword == "enum":
-        allowed = ", ".join(_show(v) for v in error.validator_value)
-        return [f"{where}: must be one of {allowed} (given: {_show(instance)})"]
+        allowed = ", ".join(show(v) for v in error.validator_value)
+        return [f"{where}: must be one of {allowed} (given: {show(instance)})"]
     if keyword in ("anyOf", "oneOf"):
         if schema.get(_INT_OR_STRING):
-            return [f"{where}: must be an integer or a string (given: {_show(instance)})"]
+            return [f"{where}: must be an integer or a string (given: {show(instance)})"]
         if error.context:
             return _render(best_match(error.context), prefix)
     return [f"{where}: {error.message}"]
@@ -379,7 +378,7 @@ def _messages(validator: Any, instance: Any, prefix: str = "") -> list[str]:
 # ----------------------------------------------------------------------- CRD checks
 
 
-def _name_errors(obj: Mapping[str, Any]) -> list[str]:
+def name_errors(obj: Mapping[str, Any]) -> list[str]:
     """metadata.name must be a DNS-1035 label of at most 63 characters.
 
     The CRD only says ``metadata: {type: object}``; the PyTorchJob webhook (and the
@@ -395,14 +394,14 @@ def _name_errors(obj: Mapping[str, Any]) -> list[str]:
             return []  # the server generates the name before validating it
         return ["metadata.name: required field is missing"]
     if not isinstance(name, str):
-        return [f"metadata.name: must be of type string (given: {_show(name)})"]
+        return [f"metadata.name: must be of type string (given: {show(name)})"]
     errors = []
     if len(name) > _DNS1035_MAX:
         errors.append(f"metadata.name: must be no more than {_DNS1035_MAX} characters (given: {len(name)})")
     if not _DNS1035.match(name):
         errors.append(
             "metadata.name: must be a DNS-1035 label: lower-case letters, digits and '-', "
-            f"starting with a letter and ending with a letter or digit (given: {_show(name)})"
+            f"starting with a letter and ending with a letter or digit (given: {show(name)})"
         )
     return errors
 
@@ -460,12 +459,12 @@ class CrdValidator:
         version = str(api_version).partition("/")[2]
         if api_version not in self.api_versions:
             served = ", ".join(self.api_versions)
-            out.append(f"apiVersion: must be one of {served} (given: {_show(api_version)})")
+            out.append(f"apiVersion: must be one of {served} (given: {show(api_version)})")
             version = next(iter(self.schemas))  # still check the body against something
         if obj.get("kind") != self.kind:
-            out.append(f"kind: must be {self.kind} (given: {_show(obj.get('kind'))})")
+            out.append(f"kind: must be {self.kind} (given: {show(obj.get('kind'))})")
         out.extend(_messages(self._validators[version], obj))
-        out.extend(_name_errors(obj))
+        out.extend(name_errors(obj))
         return list(dict.fromkeys(out))
 
 
@@ -489,135 +488,16 @@ def pytorchjob_validator(strict: bool = True) -> CrdValidator:
     return CrdValidator.from_file(_crd_file(PYTORCHJOB_CRD), strict=strict)
 
 
-# ------------------------------------------------------------------ webhook rules
+# --------------------------------------------------------------- helpers
 
 
-def _as_int(value: Any) -> int | None:
+def as_int(value: Any) -> int | None:
     # The CRD check reports wrong types; here a non-integer simply counts as unset.
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def as_mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def webhook_errors(job: Mapping[str, Any]) -> list[str]:
-    """The training-operator v1.9.4 webhook's verdict on ``job``, plus our runtime traps.
-
-    The webhook sees the raw, undefaulted object (v1 has no mutating webhook,
-    kubeflow-pytorchjob.md §2), so neither do we default anything here. The traps
-    (kubeflow-pytorchjob.md §7) pass the webhook but fail once the job runs; their
-    messages say so.
-    """
-    errors = _name_errors(job)
-    spec = _mapping(job.get("spec"))
-    specs_path = "spec.pytorchReplicaSpecs"
-
-    managed_by = _mapping(spec.get("runPolicy")).get("managedBy")
-    if managed_by is not None and managed_by not in _MANAGED_BY:
-        allowed = ", ".join(_MANAGED_BY)
-        errors.append(f"spec.runPolicy.managedBy: must be unset or one of {allowed} (given: {_show(managed_by)})")
-
-    raw_specs = spec.get("pytorchReplicaSpecs")
-    replica_specs = _mapping(raw_specs)
-    # Go decodes an explicit null as a nil pointer, so only a present, non-null
-    # elasticPolicy switches the job to elastic mode.
-    elastic = spec.get("elasticPolicy")
-    if elastic is not None:
-        if "Worker" not in replica_specs:
-            errors.append(f"{specs_path}.Worker: required when elasticPolicy is set")
-        if _mapping(elastic).get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
-            errors.append(
-                "spec.elasticPolicy.nProcPerNode: forbidden together with spec.nprocPerNode "
-                "(deprecated; use spec.nprocPerNode only)"
-            )
-
-    if raw_specs is None:
-        errors.append(f"{specs_path}: required field is missing")
-    for rtype, raw_rspec in replica_specs.items():
-        role = _join(specs_path, str(rtype))
-        rspec = _mapping(raw_rspec)
-        containers_path = f"{role}.template.spec.containers"
-        if rtype not in _REPLICA_TYPES:
-            errors.append(f"{role}: unsupported replica type (supported: {', '.join(_REPLICA_TYPES)})")
-        containers = _mapping(_mapping(rspec.get("template")).get("spec")).get("containers")
-        containers = containers if isinstance(containers, list) else []
-        if not containers:
-            errors.append(f"{containers_path}: at least one container is required")
-        has_training = False
-        for index, raw_container in enumerate(containers):
-            container = _mapping(raw_container)
-            if not container.get("image"):
-                errors.append(f"{containers_path}[{index}].image: required field is missing")
-            has_training = has_training or container.get("name") == TRAINING_CONTAINER
-        if not has_training:
-            errors.append(f"{containers_path}: must have a container named {TRAINING_CONTAINER!r}")
-        replicas = rspec.get("replicas")
-        if rtype == "Master":
-            # No defaulting happens before the webhook: an omitted Master.replicas fails.
-            if replicas is None:
-                errors.append(f"{role}.replicas: must be set explicitly to 1 (the webhook sees no defaults)")
-            elif _as_int(replicas) != 1:
-                errors.append(f"{role}.replicas: must be 1 (given: {_show(replicas)})")
-        else:
-            count = _as_int(replicas)
-            if count is not None and count < 1:
-                errors.append(f"{role}.replicas: must be at least 1 (given: {count})")
-
-    errors.extend(_trap_errors(job, spec, replica_specs, elastic))
-    return list(dict.fromkeys(errors))
-
-
-def _trap_errors(
-    job: Mapping[str, Any], spec: Mapping[str, Any], replica_specs: Mapping[str, Any], elastic: Any
-) -> list[str]:
-    """What the webhook accepts but the operator or torchrun breaks on (kubeflow-pytorchjob.md §7)."""
-    errors: list[str] = []
-    runtime = "accepted by the webhook, fails at runtime"
-    policy = _mapping(elastic)
-    if policy.get("standalone") is True:
-        errors.append(
-            'spec.elasticPolicy.standalone: must not be true: the operator sets PET_STANDALONE="" '
-            f"and torchrun crashes parsing it ({runtime})"
-        )
-    if "rdzvConf" in policy and policy["rdzvConf"] == []:
-        errors.append(
-            "spec.elasticPolicy.rdzvConf: must be omitted when empty: the operator's env builder "
-            f"panics on an empty list ({runtime})"
-        )
-    if elastic is not None and "Master" in replica_specs:
-        errors.append(
-            "spec.pytorchReplicaSpecs.Master: must not be combined with elasticPolicy: PET_NNODES "
-            "leaves the Master out and rendezvous still points at worker-0 (kubeflow/trainer#2277)"
-        )
-    if spec.get("pytorchReplicaSpecs") is not None and not replica_specs:
-        errors.append(f"spec.pytorchReplicaSpecs: must define at least one replica type ({runtime})")
-    lo, hi = _as_int(policy.get("minReplicas")), _as_int(policy.get("maxReplicas"))
-    workers = _as_int(_mapping(replica_specs.get("Worker")).get("replicas"))
-    if elastic is not None and lo is not None and hi is not None:
-        if lo > hi:
-            errors.append(f"spec.elasticPolicy: minReplicas {lo} is above maxReplicas {hi} ({runtime})")
-        elif workers is not None and not lo <= workers <= hi:
-            # An easy slip with a JSON6902 scale patch that forgets the elastic bounds.
-            errors.append(
-                f"spec.pytorchReplicaSpecs.Worker.replicas: {workers} is outside elasticPolicy "
-                f"[{lo}, {hi}]; PET_NNODES comes from the bounds ({runtime})"
-            )
-
-    name = _mapping(job.get("metadata")).get("name")
-    if isinstance(name, str):
-        for rtype, raw_rspec in replica_specs.items():
-            count = _as_int(_mapping(raw_rspec).get("replicas")) or 1
-            if rtype == "Worker":
-                # The HPA may scale an elastic job up to maxReplicas.
-                count = max(count, _as_int(policy.get("maxReplicas")) or 0)
-            pod = f"{name}-{str(rtype).lower()}-{count - 1}"
-            if len(pod) > _DNS1035_MAX:
-                errors.append(
-                    f"metadata.name: too long for pod and service name {pod!r} ({len(pod)} > "
-                    f"{_DNS1035_MAX} characters; {runtime})"
-                )
-    return errors
 
 
 # --------------------------------------------------------------- core kinds
@@ -698,7 +578,7 @@ def core_errors(obj: Mapping[str, Any], kind_hint: str | None = None) -> list[st
     """
     kind = obj.get("kind")
     if kind_hint is not None and kind is not None and kind != kind_hint:
-        return [f"kind: must be {kind_hint} (given: {_show(kind)})"]
+        return [f"kind: must be {kind_hint} (given: {show(kind)})"]
     kind = kind or kind_hint
     api_version = obj.get("apiVersion", "v1" if kind_hint else None)
     if not isinstance(kind, str) or not isinstance(api_version, str):
@@ -749,14 +629,16 @@ def check_manifest(doc: Mapping[str, Any]) -> list[str]:
     """
     if doc.get("kind") == "PyTorchJob":
         errors = pytorchjob_validator(strict=True).errors(doc)
+        from elastic_compile.targets.pytorchjob.checks import webhook_errors
+
         errors += webhook_errors(doc)
         errors += _object_meta_errors(doc.get("metadata"), "metadata")
-        specs = _mapping(_mapping(doc.get("spec")).get("pytorchReplicaSpecs"))
+        specs = as_mapping(as_mapping(doc.get("spec")).get("pytorchReplicaSpecs"))
         for rtype, rspec in specs.items():
-            template = _mapping(rspec).get("template")
+            template = as_mapping(rspec).get("template")
             if isinstance(template, Mapping):
                 errors += pod_template_spec_errors(
-                    template, _join(_join("spec.pytorchReplicaSpecs", rtype), "template")
+                    template, join_path(join_path("spec.pytorchReplicaSpecs", rtype), "template")
                 )
         return list(dict.fromkeys(errors))
     return core_errors(doc)

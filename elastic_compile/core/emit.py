@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from elastic_compile.schema.scalars import SourceFloat, SourceInt
+from elastic_compile.core.scalars import SourceFloat, SourceInt
 
 # Kubernetes' conventional order for the top of an object; the rest keeps template order.
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")

@@ -1,0 +1,269 @@
+"""``elastic-compile run``: run a PyTorchJob on this machine, one process per pod, as the cluster would.
+
+::
+
+    elastic-compile run SPEC_OR_MANIFEST [--nodes N] [--nproc-per-node N]
+                        [--kill POD@SECONDS ...] [--timeout SECONDS] [--workdir DIR] [--dry-run]
+
+The input is an ``elastic.yaml`` (compiled in-process by the real pipeline) or an already
+compiled PyTorchJob (a file, or ``-`` for stdin; in a multi-document stream, such as
+``kubectl kustomize`` output, the PyTorchJob is picked). Every pod gets the command and
+environment the training operator would give it (:func:`kubeflow.pods`); only addresses
+that exist in a cluster (the rendezvous host, pod IPs, the master address) become
+127.0.0.1. The job then plays out by the operator's rules (kubeflow-pytorchjob.md §6):
+
+* success: with a Master when it succeeds; elastic Worker-only when ANY worker succeeds;
+  otherwise when every worker has; the others get :data:`EXIT_BARRIER_GRACE` seconds to
+  finish, then are deleted as cleanPodPolicy says (locally: always stopped);
+* a failed pod is restarted per restartPolicy (OnFailure/Always: in place, counted
+  against backoffLimit; ExitCode: recreated for codes >= 128, a job failure for 1-127;
+  Never: a job failure);
+* ``--kill POD@SECONDS`` loses a node: SIGKILL to every process of the pod, which is not
+  restarted (its node is gone, and the cluster has no spare one);
+* Ctrl-C deletes every pod (SIGTERM, SIGKILL after the pod's grace period).
+
+Exit code: 0 the job succeeded; the exit code of the pod whose failure failed the job
+(signals as 128+N), or 1; 2 bad input; 124 ``--timeout`` or activeDeadlineSeconds; 130
+Ctrl-C (143 SIGTERM). Pod output goes to stdout, one line at a time, as ``[pod] line``;
+this command's own lines go to stderr as ``elastic-compile run: ...``. The README ("Run locally") has
+the whole story.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, NoReturn, TextIO
+
+from elastic_compile.core.errors import SpecError
+from elastic_compile.core.loader import load_documents
+from elastic_compile.localrun import kubeflow
+from elastic_compile.localrun.job import Job, summary
+from elastic_compile.localrun.kubeflow import CLEAN_POD_POLICIES, Rules, build_pods, check_job, fit_job, store_host
+from elastic_compile.localrun.process import (
+    EXIT_INPUT,
+    EXIT_OK,
+    MARKER_ENV,
+    PROG,
+    LocalPod,
+    Options,
+    Printer,
+    RunError,
+    _Signals,
+    local_cpus,
+    local_gpus,
+)
+
+# --------------------------------------------------------------------------- options
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise RunError(message)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer (given: {text})")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0 (given: {text})")
+    return value
+
+
+def _kill(text: str) -> tuple[str, float]:
+    pod, sep, at = text.rpartition("@")
+    if not sep or not pod:
+        raise argparse.ArgumentTypeError(f"expected POD@SECONDS, e.g. worker-1@20 (given: {text})")
+    return pod, _seconds(at)
+
+
+def parse_args(argv: Sequence[str]) -> Options:
+    """Parse ``run``'s arguments; raises :class:`RunError` on bad usage."""
+    p = _Parser(
+        prog=PROG,
+        description="Run a job on this machine, one process per pod, with the command and environment the "
+        "Kubeflow training operator would give each pod, restarted and finished by the operator's rules.",
+        epilog="Exit code: 0 the job succeeded; the failing pod's exit code (or 1) when it failed; 2 bad "
+        "input; 124 --timeout or activeDeadlineSeconds; 130 Ctrl-C. See the README, 'Run locally'.",
+    )
+    p.add_argument("source", metavar="SPEC_OR_MANIFEST", help="elastic.yaml, or a compiled PyTorchJob; - for stdin")
+    p.add_argument("--nodes", type=_positive_int, metavar="N", help="Worker pods (within elasticPolicy min..max)")
+    p.add_argument(
+        "--nproc-per-node",
+        type=_positive_int,
+        metavar="N",
+        help="workers per pod: sets the manifest's nprocPerNode, which the operator injects as PET_NPROC_PER_NODE",
+    )
+    p.add_argument(
+        "--kill",
+        type=_kill,
+        action="append",
+        default=[],
+        metavar="POD@SECONDS",
+        help="lose a node: SIGKILL every process of POD (e.g. worker-1) SECONDS after the start; "
+        "the pod is not restarted (repeatable)",
+    )
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="stop every pod and exit 124 after this long")
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        metavar="DIR",
+        help="the pods' working directory (default: the file's directory; the current one for stdin)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print each pod's command and environment as JSON; run nothing"
+    )
+    # Read by elastic-compile's main (tracebacks for internal errors); accepted here so it parses.
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    ns = p.parse_args(list(argv))
+    return Options(
+        source=ns.source,
+        nodes=ns.nodes,
+        nproc_per_node=ns.nproc_per_node,
+        kills=tuple(ns.kill),
+        timeout=ns.timeout,
+        workdir=ns.workdir,
+        dry_run=ns.dry_run,
+    )
+
+
+# --------------------------------------------------------------------------- input
+
+
+@dataclass(frozen=True)
+class Source:
+    """The job to run and where it came from."""
+
+    job: dict[str, Any]
+    label: str  # file name for messages
+    directory: Path  # the default working directory of the pods
+
+
+def _pytorchjobs(raw: bytes) -> list[dict[str, Any]] | None:
+    """The PyTorchJobs in a YAML stream, or None when it holds none (then it is a spec).
+
+    Text that is not valid YAML is left to the compiler, whose loader reports it with a
+    line and column.
+    """
+    try:
+        # The loader's limits (aliases, depth, size, tags) hold for manifests too.
+        docs = load_documents(raw, "<manifest>", max_depth=160)
+    except (SpecError, UnicodeDecodeError):
+        return None
+    jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "PyTorchJob"]
+    return jobs or None
+
+
+def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
+    """Read ``source`` and return the PyTorchJob to run, compiling an elastic.yaml in-process.
+
+    Raises ``SpecError`` for a spec the compiler rejects, :class:`RunError` otherwise.
+    """
+    from elastic_compile.compiler import lint
+    from elastic_compile.compiler.pipeline import compile_text
+
+    if source == "-":
+        raw = (stdin or sys.stdin.buffer).read()
+        label, directory = "<stdin>", Path.cwd()
+    else:
+        path = Path(source)
+        try:
+            raw = path.read_bytes()
+        except OSError as e:
+            raise RunError(f"{source}: {e.strerror or e}") from None
+        label, directory = source, path.resolve().parent
+    jobs = _pytorchjobs(raw)
+    if jobs is None:
+        compiled = compile_text(raw, label)
+        lint.report([compiled], [], strict=False)  # the compiler's warnings, as `elastic-compile SPEC` prints them
+        return Source(compiled.outputs[0].doc, label, directory)
+    if len(jobs) > 1:
+        names = ", ".join(str((j.get("metadata") or {}).get("name")) for j in jobs)
+        raise RunError(f"{label}: {len(jobs)} PyTorchJobs ({names}); run takes one")
+    return Source(jobs[0], label, directory)
+
+
+def dry_run_view(pods: Sequence[LocalPod], workdir: Path, notes: Sequence[str]) -> dict[str, Any]:
+    """What ``--dry-run`` prints: each pod's command and environment (without the per-run marker)."""
+    return {
+        "workdir": str(workdir),
+        "notes": list(notes),
+        "pods": [
+            {
+                "name": p.name,
+                "restartPolicy": p.pod.restart_policy,
+                "terminationGracePeriodSeconds": p.grace,
+                "command": list(p.pod.argv),
+                "local_command": p.argv,
+                "env": {k: v for k, v in p.env.items() if k != MARKER_ENV},
+            }
+            for p in pods
+        ],
+    }
+
+
+def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """``elastic-compile run ARGV``; returns the exit code (see the module docstring)."""
+    from elastic_compile.core.errors import CompileError
+
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    printer = Printer(out, err)
+    try:
+        opts = parse_args(argv)
+        source = load_source(opts.source)
+        check_job(source.job, source.label)
+        gpus = local_gpus()
+        job_doc, notes = fit_job(source.job, opts, gpus=gpus, cpus=local_cpus())
+        workdir = (opts.workdir or source.directory).resolve()
+        if not workdir.is_dir():
+            raise RunError(f"--workdir {workdir}: not a directory")
+        token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        pods, pod_notes = build_pods(job_doc, environ=os.environ, gpus=gpus, token=token)
+        rules = Rules.of(job_doc)
+        if rules.clean_pod_policy not in CLEAN_POD_POLICIES:
+            raise RunError(f"runPolicy.cleanPodPolicy: expected one of {', '.join(CLEAN_POD_POLICIES)}")
+        job = Job(pods, rules, opts, workdir, printer, store=store_host(job_doc, pods))  # checks the --kill pod names
+    except SpecError as e:
+        for problem in e.problems:
+            print(str(problem) if problem.path != "usage" else f"{PROG}: error: {problem.message}", file=err)
+        return EXIT_INPUT
+    except (RunError, CompileError, kubeflow.ManifestError) as e:
+        for line in str(e).splitlines():
+            print(f"{PROG}: error: {line}", file=err)
+        return EXIT_INPUT
+    except SystemExit as e:  # --help
+        return e.code if isinstance(e.code, int) else EXIT_OK
+
+    for note in [*notes, *pod_notes]:
+        printer.note(note)
+    if opts.dry_run:
+        out.write(json.dumps(dry_run_view(pods, workdir, [*notes, *pod_notes]), indent=2) + "\n")
+        return EXIT_OK
+    if (job_doc["spec"].get("runPolicy") or {}).get("suspend"):
+        printer.note("runPolicy.suspend is true: the cluster would create no pods until resumed; run starts them")
+    printer.note(f"job {rules.name}: {len(pods)} pod(s) in {workdir}; {rules.describe()}")
+    job.t0 = time.monotonic()
+    with _Signals(job.on_signal):
+        outcome = job.run()
+    printer.note(summary(job, outcome))
+    return outcome.exit_code

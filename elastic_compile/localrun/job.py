@@ -1,0 +1,383 @@
+"""The job loop: start the pods, apply the engine's restart policy, decide success and failure, clean up."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Final
+
+from elastic_compile import contract
+from elastic_compile.localrun.process import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_SIGNAL_BASE,
+    EXIT_TIMEOUT,
+    LocalPod,
+    Options,
+    Printer,
+    RunError,
+    _read_lines,
+    container_exit_code,
+    kill_pod_processes,
+    port_busy,
+)
+
+if TYPE_CHECKING:
+    from elastic_compile.localrun.kubeflow import Rules
+
+_OPERATOR_ENV_SHOWN: Final = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
+# After the job succeeded, the pods still running get this long to exit on their own
+# before cleanPodPolicy applies. An elastic pod exits 0 only after its exit barrier,
+# which every agent passes together (torch-elastic.md §10), so the others are normally
+# a few milliseconds behind; on a cluster the kubelet and the operator take seconds to
+# notice the success anyway.
+EXIT_BARRIER_GRACE: Final = 10.0
+# The kubelet's CrashLoopBackOff for in-place restarts: 10 s doubling to 300 s. Locally
+# a tenth of it, so that a crashing pod neither spins nor stalls a test.
+CRASH_LOOP_FIRST: Final = 1.0
+CRASH_LOOP_MAX: Final = 30.0
+POLL_SECONDS: Final = 0.05
+# The other pods start once the store host listens, or after this long regardless.
+STORE_WAIT_MAX: Final = 60.0
+READER_JOIN_SECONDS: Final = 5.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the job ended."""
+
+    phase: str  # Succeeded, Failed, Interrupted
+    exit_code: int
+    reason: str
+
+
+class Job:
+    """Runs the local pods and plays the operator: restarts, success, failure, cleanup."""
+
+    def __init__(
+        self,
+        pods: list[LocalPod],
+        rules: Rules,
+        opts: Options,
+        workdir: Path,
+        printer: Printer,
+        *,
+        store: tuple[LocalPod, int] | None = None,
+    ) -> None:
+        self.pods = pods
+        self.rules = rules
+        self.opts = opts
+        self.workdir = workdir
+        self.printer = printer
+        self.t0 = time.monotonic()
+        printer.clock = self.elapsed
+        self.kills = sorted(((at, self._find(name)) for name, at in opts.kills), key=lambda k: k[0])
+        self.signal: int | None = None  # the first SIGINT/SIGTERM received
+        self.hurry = False  # a second one, or one while pods are being deleted: SIGKILL now
+        self.cleaning = False
+        # On a cluster only the pod the endpoint names (worker-0) can host the c10d store:
+        # the others reach it by its DNS name, which resolves once that pod runs. Here every
+        # pod is 127.0.0.1 and the first to bind would host, so the others wait until the
+        # store host listens; losing another pod then never takes the store with it.
+        self.store = store
+        if store is not None:
+            for pod in pods:
+                if pod is not store[0]:
+                    pod.start_at = None
+
+    def _find(self, name: str) -> LocalPod:
+        for pod in self.pods:
+            if name in (pod.name, pod.name.removeprefix(self.rules.name + "-")):
+                return pod
+        known = ", ".join(p.name for p in self.pods)
+        raise RunError(f"--kill {name}: no such pod (pods: {known})")
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        """SIGINT/SIGTERM handler: the first deletes the job, a second stops waiting for grace periods."""
+        if self.signal is None and not self.cleaning:
+            self.signal = signum
+        else:
+            self.hurry = True
+
+    # ------------------------------------------------------------------ pods
+
+    def _start(self, pod: LocalPod) -> None:
+        first = pod.starts == 0
+        pod.proc = subprocess.Popen(
+            pod.argv,
+            cwd=self.workdir,
+            env=pod.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a pod of its own: Ctrl-C in the terminal reaches only `run`
+        )
+        pod.state, pod.start_at, pod.started_at, pod.exit_code = "Running", None, self.elapsed(), None
+        pod.starts += 1
+        assert pod.proc.stdout is not None  # Popen with stdout=PIPE always has it
+        pod.reader = threading.Thread(
+            target=_read_lines, args=(pod.proc.stdout, pod.name, self.printer), name=f"log-{pod.name}", daemon=True
+        )
+        pod.reader.start()
+        how = "started" if first else "started again"
+        self.printer.event(f"{pod.name} {how} (pid {pod.proc.pid}): {shlex.join(pod.pod.argv)}")
+        if first:
+            shown = [
+                f"{k}={v}"
+                for k, v in pod.pod.env.items()
+                if k.startswith(contract.OPERATOR_ENV_PREFIX) or k in _OPERATOR_ENV_SHOWN
+            ]
+            self.printer.event(f"{pod.name} operator env: {' '.join(shown)}")
+
+    def _finish_process(self, pod: LocalPod) -> int:
+        """Reap the pod's process, kill what is left of it, drain its output; its container exit code."""
+        assert pod.proc is not None  # only called for started pods
+        code = container_exit_code(pod.proc.wait())
+        # When a container's main process ends, the rest of the container goes with it.
+        kill_pod_processes(pod)
+        if pod.reader is not None:
+            pod.reader.join(READER_JOIN_SECONDS)
+        pod.exit_code = code
+        return code
+
+    def _kill(self, pod: LocalPod) -> None:
+        if pod.state == "Running":
+            kill_pod_processes(pod)
+            code = self._finish_process(pod)
+            self.printer.event(
+                f"{pod.name} lost (--kill): SIGKILL to every process of the pod (exit {code}); "
+                "not restarted, as if its node had vanished"
+            )
+        elif pod.state == "Pending":
+            self.printer.event(f"{pod.name} lost (--kill) while not running; it will not start")
+        else:
+            self.printer.event(f"--kill {pod.name}: the pod already {pod.state.lower()}; nothing to kill")
+            return
+        pod.state, pod.start_at = "Lost", None
+
+    def _on_exit(self, pod: LocalPod) -> Outcome | None:
+        """Apply the restart policy to a pod whose process ended; an Outcome when that ends the job."""
+        code = self._finish_process(pod)
+        ran = self.elapsed() - pod.started_at
+        policy = pod.pod.restart_policy
+        self.printer.event(f"{pod.name} exited with code {code} after {ran:.1f}s")
+        if code == 0 and policy != "Always":
+            pod.state = "Succeeded"
+            return self._success_check(pod)
+        if policy in ("OnFailure", "Always"):
+            # The kubelet restarts the container in place; the operator counts it (§6).
+            pod.restarts += 1
+            total = sum(p.restarts for p in self.pods)
+            if self.rules.past_backoff_limit(total):
+                pod.state = "Failed"
+                return Outcome(
+                    "Failed",
+                    code or EXIT_FAILED,
+                    f"{pod.name} exited {code}; backoffLimit {self.rules.backoff_limit} reached: the kubelet's "
+                    f"restart count is now {total}, and the operator fails the job once restarts >= backoffLimit "
+                    "(it deletes the restarted container at once; run does not start it)",
+                )
+            delay = min(CRASH_LOOP_MAX, CRASH_LOOP_FIRST * 2 ** (pod.restarts - 1))
+            why = "Always restarts even a success" if code == 0 else f"restartPolicy {policy}"
+            self.printer.event(f"{pod.name} restarts in place in {delay:g}s ({why}; restart {pod.restarts})")
+            pod.state, pod.start_at = "Pending", self.elapsed() + delay
+            return None
+        if policy == "ExitCode" and code >= EXIT_SIGNAL_BASE:
+            # Retryable: the operator deletes the pod and creates it again; the new pod's
+            # restartCount is 0, so backoffLimit never counts these (#2045).
+            pod.recreated += 1
+            self.printer.event(f"{pod.name} exit code {code} is retryable (>= 128): the operator recreates the pod")
+            pod.state, pod.start_at = "Pending", self.elapsed()
+            return None
+        pod.state = "Failed"
+        if policy == "ExitCode":
+            why = f"exit code {code} is permanent under restartPolicy ExitCode (1-127)"
+        else:
+            why = f"restartPolicy {policy}: a failed pod fails the job"
+        return Outcome("Failed", code, f"{pod.name} failed: {why}")
+
+    def _success_check(self, pod: LocalPod) -> Outcome | None:
+        workers = [p for p in self.pods if p.pod.replica_type == "Worker"]
+        if self.rules.has_master:
+            if pod.pod.replica_type == "Master":
+                return Outcome("Succeeded", EXIT_OK, f"{pod.name} (the Master) succeeded")
+            return None
+        if self.rules.elastic:
+            return Outcome(
+                "Succeeded", EXIT_OK, f"{pod.name} succeeded (elastic job: any worker's success is the job's)"
+            )
+        if all(p.state == "Succeeded" for p in workers):
+            return Outcome("Succeeded", EXIT_OK, f"all {len(workers)} worker(s) succeeded")
+        return None
+
+    def _lost_check(self) -> Outcome | None:
+        """A lost pod that the job cannot do without; the cluster would recreate it elsewhere."""
+        lost = [p for p in self.pods if p.state == "Lost"]
+        if not lost:
+            return None
+        code = lost[-1].exit_code or EXIT_SIGNAL_BASE + signal.SIGKILL
+        if self.rules.has_master and any(p.pod.replica_type == "Master" for p in lost):
+            return Outcome("Failed", code, "the Master was lost and the job needs it to succeed")
+        if not self.rules.elastic:
+            return Outcome("Failed", code, f"{lost[-1].name} was lost and a fixed-size job needs every worker")
+        alive = [p for p in self.pods if p.pod.replica_type == "Worker" and p.state not in ("Lost", "Failed")]
+        if len(alive) < self.rules.min_nodes:
+            return Outcome(
+                "Failed",
+                code,
+                f"{len(alive)} worker(s) left, fewer than elasticPolicy's minimum {self.rules.min_nodes} "
+                "(on a cluster the operator would recreate the lost pod on another node)",
+            )
+        return None
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> Outcome:
+        """Run the job to its end; every pod is stopped when this returns."""
+        try:
+            outcome = self._loop()
+        except BaseException:
+            self.hurry = True  # a bug in run itself: leave nothing behind, and fast
+            self._delete([p for p in self.pods if p.state in ("Running", "Pending")], "run failed")
+            raise
+        self.cleaning = True
+        self._cleanup(outcome)
+        return outcome
+
+    def _loop(self) -> Outcome:
+        while True:
+            now = self.elapsed()
+            if self.signal is not None:
+                name = signal.Signals(self.signal).name
+                return Outcome("Interrupted", EXIT_SIGNAL_BASE + self.signal, f"{name}: every pod deleted")
+            if self.opts.timeout is not None and now >= self.opts.timeout:
+                # Not a verdict on the job: as if the user deleted it.
+                return Outcome(
+                    "Interrupted", EXIT_TIMEOUT, f"--timeout {self.opts.timeout:g}s reached: every pod deleted"
+                )
+            if self.rules.active_deadline is not None and now >= self.rules.active_deadline:
+                return Outcome("Failed", EXIT_TIMEOUT, f"activeDeadlineSeconds {self.rules.active_deadline:g} reached")
+            while self.kills and self.kills[0][0] <= now:
+                _at, pod = self.kills.pop(0)
+                self._kill(pod)
+                lost = self._lost_check()
+                if lost is not None:
+                    return lost
+            if self.store is not None:
+                self._open_store_gate(now)
+            for pod in self.pods:
+                if pod.start_at is not None and pod.start_at <= now and pod.state == "Pending":
+                    self._start(pod)
+            for pod in self.pods:
+                if pod.state == "Running" and pod.proc is not None and pod.proc.poll() is not None:
+                    outcome = self._on_exit(pod)
+                    if outcome is not None:
+                        return outcome
+            if not any(p.state in ("Running", "Pending") for p in self.pods):
+                return Outcome("Failed", EXIT_FAILED, "no pod left running and the success rule was not met")
+            time.sleep(POLL_SECONDS)
+
+    def _open_store_gate(self, now: float) -> None:
+        assert self.store is not None
+        host, port = self.store
+        if host.state == "Pending" or (host.state == "Running" and not port_busy(port) and now < STORE_WAIT_MAX):
+            return
+        if host.state == "Running" and now < STORE_WAIT_MAX:
+            why = f"{host.name} hosts the rendezvous store on port {port}"
+        elif host.state == "Running":
+            why = f"{host.name} does not listen on port {port} after {STORE_WAIT_MAX:g}s"
+        else:
+            why = f"{host.name} is {host.state.lower()}"
+        waiting = [p for p in self.pods if p.state == "Pending" and p.start_at is None and p is not host]
+        if waiting:
+            self.printer.event(f"{why}: starting {', '.join(p.name for p in waiting)}")
+        for pod in waiting:
+            pod.start_at = now
+        self.store = None
+
+    def _cleanup(self, outcome: Outcome) -> None:
+        verb = {"Succeeded": "succeeded", "Failed": "failed", "Interrupted": "interrupted"}[outcome.phase]
+        self.printer.event(f"job {verb}: {outcome.reason}")
+        active = [p for p in self.pods if p.state in ("Running", "Pending")]
+        if outcome.phase == "Succeeded" and active:
+            self._settle(active, EXIT_BARRIER_GRACE)
+            active = [p for p in self.pods if p.state in ("Running", "Pending")]
+        if not active:
+            return
+        policy = self.rules.clean_pod_policy
+        if outcome.phase == "Interrupted":
+            why = "the job is deleted"
+        elif policy in ("All", "Running"):
+            why = f"cleanPodPolicy {policy}"
+        else:
+            why = f"cleanPodPolicy {policy} would leave it running on the cluster; run leaves no process behind"
+        self._delete(active, why)
+
+    def _settle(self, pods: list[LocalPod], seconds: float) -> None:
+        """Let ``pods`` end on their own for up to ``seconds`` (a pending restart is not started)."""
+        for pod in pods:
+            if pod.state == "Pending":
+                pod.state, pod.start_at = "Deleted", None
+        deadline = self.elapsed() + seconds
+        while self.elapsed() < deadline and not self.hurry:
+            running = [p for p in pods if p.state == "Running"]
+            if not running:
+                return
+            for pod in running:
+                if pod.proc is not None and pod.proc.poll() is not None:
+                    code = self._finish_process(pod)
+                    pod.state = "Succeeded" if code == 0 else "Failed"
+                    self.printer.event(f"{pod.name} exited with code {code} after the job ended")
+            time.sleep(POLL_SECONDS)
+
+    def _delete(self, pods: list[LocalPod], why: str) -> None:
+        """Delete pods as Kubernetes does: SIGTERM, then SIGKILL after the pod's grace period."""
+        running = []
+        for pod in pods:
+            if pod.state != "Running" or pod.proc is None:
+                pod.state, pod.start_at = "Deleted", None
+                continue
+            self.printer.event(f"deleting {pod.name} ({why}): SIGTERM, SIGKILL after {pod.grace:g}s")
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pod.proc.pid, signal.SIGTERM)
+            running.append((pod, self.elapsed() + pod.grace))
+        while running:
+            still = []
+            for pod, deadline in running:
+                assert pod.proc is not None  # only running pods are listed
+                if pod.proc.poll() is not None:
+                    code = self._finish_process(pod)
+                    self.printer.event(f"{pod.name} exited with code {code}")
+                elif self.hurry or self.elapsed() >= deadline:
+                    self.printer.event(f"{pod.name}: SIGKILL to every process of the pod")
+                    kill_pod_processes(pod)
+                    self._finish_process(pod)
+                else:
+                    still.append((pod, deadline))
+                    continue
+                pod.state = "Deleted"
+            running = still
+            time.sleep(POLL_SECONDS)
+        for pod in pods:  # nothing of any pod may outlive run, whatever state it ended in
+            kill_pod_processes(pod)
+
+
+def summary(job: Job, outcome: Outcome) -> str:
+    """The one-line job summary printed last."""
+    states = ", ".join(f"{p.name} {p.state}" for p in job.pods)
+    restarts = sum(p.restarts + p.recreated for p in job.pods)
+    return (
+        f"job {job.rules.name} {outcome.phase} after {job.elapsed():.1f}s: {len(job.pods)} pod(s) ({states}), "
+        f"{restarts} restart(s); exit {outcome.exit_code}"
+    )

@@ -1,0 +1,300 @@
+"""Pods as local processes: starting, marking, killing, exit codes and output lines.
+
+Engine-neutral: what a container runtime and the kubelet do for any pod, whichever engine
+created it (:mod:`elastic_compile.localrun.kubeflow`, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any, Final, TextIO
+
+from elastic_compile import contract
+from elastic_compile.localrun.kubelet import Pod
+
+PROG: Final = "elastic-compile run"
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1  # the job failed and no pod's exit code says more
+EXIT_INPUT: Final = 2  # as the compiler: bad input, nothing ran
+EXIT_TIMEOUT: Final = 124  # --timeout or activeDeadlineSeconds; timeout(1)'s code
+EXIT_SIGNAL_BASE: Final = 128  # 130 Ctrl-C, 143 SIGTERM, and a pod killed by signal N
+
+# Every process of a local pod carries this variable (inherited through fork and exec), so
+# that stopping a pod reaches all of them, as the container runtime reaches every process
+# of a container through its cgroup. torch starts script-mode workers in sessions of their
+# own (torch-elastic.md §8): signalling the pod's process group alone would orphan them.
+MARKER_ENV: Final = "ELASTIC_COMPILE_RUN_POD"
+
+# The environment a container image would bring (PATH, HOME, locale, Python's), taken
+# from this shell; nothing else of it leaks into the pods.
+BASE_ENV: Final = (
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
+    "VIRTUAL_ENV", "PYTHONPATH", "LD_LIBRARY_PATH",
+)  # fmt: skip
+
+# Kubernetes' default terminationGracePeriodSeconds.
+DEFAULT_GRACE: Final = 30.0
+
+
+@dataclass(frozen=True)
+class Options:
+    """The parsed command line."""
+
+    source: str
+    nodes: int | None = None
+    nproc_per_node: int | None = None
+    kills: tuple[tuple[str, float], ...] = ()
+    timeout: float | None = None
+    workdir: Path | None = None
+    dry_run: bool = False
+
+
+class RunError(Exception):
+    """Bad input or options: one line, exit code 2, nothing started."""
+
+
+def local_gpus() -> list[str]:
+    """The NVIDIA devices this machine shows (``/proc/driver/nvidia/gpus``), as CUDA_VISIBLE_DEVICES ids."""
+    try:
+        count = len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        count = 0
+    ids = [str(i) for i in range(count)]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [d.strip() for d in visible.split(",") if d.strip()][:count]
+    return ids
+
+
+def local_cpus() -> int:
+    """CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def port_busy(port: int) -> bool:
+    """Whether a c10d store could not listen on ``port`` (all addresses, as TCPStore binds)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As TCPStore does: a socket left in TIME_WAIT by an earlier run is no obstacle.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("", port))
+        except OSError:
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------- pods
+
+
+@dataclass
+class LocalPod:
+    """One pod's local process and the operator's view of it."""
+
+    pod: Pod
+    argv: list[str]  # what is executed here
+    env: dict[str, str]
+    grace: float
+    marker: str
+    proc: subprocess.Popen[bytes] | None = None
+    reader: threading.Thread | None = None
+    state: str = "Pending"  # Pending, Running, Succeeded, Failed, Lost, Deleted
+    start_at: float | None = 0.0  # seconds after the start; None: nothing scheduled
+    started_at: float = 0.0
+    restarts: int = 0  # the kubelet's in-place restarts (restartCount): OnFailure, Always
+    recreated: int = 0  # deleted and created again by the operator: ExitCode
+    exit_code: int | None = None
+    starts: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.pod.name
+
+
+def local_argv(argv: Sequence[str]) -> list[str]:
+    """The pod's command as run here: ``elastic-launch`` and ``python`` are this interpreter's.
+
+    The image would have its own Python on PATH; locally that is the one running this
+    command, with elastic-compile (and torch) installed.
+    """
+    head = Path(argv[0]).name
+    if head == contract.LAUNCHER:
+        return [sys.executable, "-m", "elastic_compile.entrypoint", *argv[1:]]
+    if head in ("python", "python3"):
+        return [sys.executable, *argv[1:]]
+    return list(argv)
+
+
+def base_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """What the image would bring: :data:`BASE_ENV` from ``environ``, this Python first on PATH."""
+    env = {k: environ[k] for k in BASE_ENV if k in environ}
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([bindir, *(p for p in env.get("PATH", os.defpath).split(os.pathsep) if p != bindir)])
+    return env
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _proc_ppid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat.rpartition(b")")[2].split()
+    if len(fields) < 2 or fields[0] == b"Z":
+        return None  # a zombie is dead already; its parent reaps it
+    return int(fields[1])
+
+
+def marked_processes(marker: str, root: int | None = None) -> set[int]:
+    """Live processes whose environment has ``MARKER_ENV=marker``, plus ``root``'s descendants."""
+    needle = f"{MARKER_ENV}={marker}".encode()
+    found: set[int] = set()
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        ppid = _proc_ppid(pid)
+        if ppid is None:
+            continue
+        children.setdefault(ppid, []).append(pid)
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:  # another user's process, or gone
+            continue
+        if needle in environ.split(b"\0"):
+            found.add(pid)
+    stack = [root] if root is not None else []
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found.add(pid)
+            stack.extend(children.get(pid, []))
+    found.discard(os.getpid())
+    return found
+
+
+def kill_pod_processes(pod: LocalPod) -> int:
+    """SIGKILL every process of ``pod`` until none is left; returns how many were signalled.
+
+    Repeated because a process may fork between the scan and the kill.
+    """
+    root = pod.proc.pid if pod.proc is not None and pod.proc.returncode is None else None
+    if root is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(root, signal.SIGKILL)
+    killed = 0
+    for _ in range(100):
+        pids = marked_processes(pod.marker, root)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        if pod.proc is not None:
+            pod.proc.poll()  # reap the root, or it stays a zombie and its pid stays ours
+        root = None
+        time.sleep(0.02)
+    return killed
+
+
+def container_exit_code(returncode: int) -> int:
+    """A container's exit code: a process killed by signal N reports 128 + N."""
+    return EXIT_SIGNAL_BASE - returncode if returncode < 0 else returncode
+
+
+# --------------------------------------------------------------------------- output
+
+
+class Printer:
+    """Pod lines to stdout as ``[pod] line``, this command's lines to stderr; whole lines only."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self._out, self._err = out, err
+        self.clock: Callable[[], float] = lambda: 0.0  # the job's, once it exists
+        self._lock = threading.Lock()
+        self._broken = False
+
+    def pod_line(self, pod: str, text: str) -> None:
+        with self._lock:
+            if self._broken:
+                return  # keep draining the pod's pipe, or the pod blocks on a full one
+            try:
+                self._out.write(f"[{pod}] {text}\n")
+                self._out.flush()
+            except (BrokenPipeError, ValueError):
+                self._broken = True
+
+    def note(self, text: str) -> None:
+        self._write(f"{PROG}: {text}")
+
+    def event(self, text: str) -> None:
+        self._write(f"{PROG}: [{self.clock():6.1f}s] {text}")
+
+    def _write(self, line: str) -> None:
+        with self._lock:
+            try:
+                self._err.write(line + "\n")
+                self._err.flush()
+            except (BrokenPipeError, ValueError):
+                pass
+
+
+def _read_lines(stream: IO[bytes], pod: str, printer: Printer) -> None:
+    pending = b""
+    while True:
+        chunk = stream.readline()
+        if not chunk:
+            break
+        pending += chunk
+        if pending.endswith(b"\n"):
+            printer.pod_line(pod, pending[:-1].decode(errors="replace").rstrip("\r"))
+            pending = b""
+    if pending:  # a last line without a newline
+        printer.pod_line(pod, pending.decode(errors="replace"))
+    stream.close()
+
+
+@dataclass
+class _Signals:
+    """Installs and restores the SIGINT/SIGTERM handlers (main thread only)."""
+
+    handler: Callable[[int, FrameType | None], None]
+    saved: dict[int, Any] = field(default_factory=dict)
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.saved[sig] = signal.signal(sig, self.handler)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, old in self.saved.items():
+            signal.signal(sig, old)

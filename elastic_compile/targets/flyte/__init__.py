@@ -1,0 +1,37 @@
+"""A Flyte 1 task (admin.TaskSpec in flyteidl's JSON), at parity with flytekitplugins-kfpytorch.
+
+:mod:`.task` computes the TaskTemplate without flytekit (the compile path); :mod:`.kwargs`
+builds a flytekit task with our settings (needs flytekit, imported lazily).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastic_compile.core.loader import Loaded
+from elastic_compile.schema import ElasticSpec
+from elastic_compile.targets import Document, Target
+from elastic_compile.targets.flyte.task import check_task, spec_to_flyte
+
+
+class FlyteTarget(Target):
+    """The Flyte 1 TaskSpec to register."""
+
+    name = "flyte"
+    summary = "Flyte 1 task spec (admin.TaskSpec JSON, as flytekit registers it)"
+    order = 20
+
+    def in_all(self, spec: ElasticSpec) -> bool:
+        # project, domain and version have no defaults: -t all never fails on a spec that
+        # is not meant for Flyte; an explicit -t flyte on such a spec is an error.
+        return spec.flyte is not None
+
+    def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
+        task = spec_to_flyte(spec, loaded)
+        return [Document("flyte_task.yaml.j2", "flyte-task.yaml", None, None, {"task": task})]
+
+    def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
+        return check_task(doc)
+
+
+TARGET = FlyteTarget()

@@ -1,0 +1,34 @@
+"""A core v1 ``PodTemplate`` holding the worker pod: for tools that take a pod template by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastic_compile.core.loader import Loaded
+from elastic_compile.schema import ElasticSpec
+from elastic_compile.targets import Document, Target
+from elastic_compile.targets.checks import META_SHAPE, POD_SHAPE, identity_errors, shape_errors
+from elastic_compile.targets.pytorchjob.plan import spec_to_plan
+
+API_VERSION = "v1"
+KIND = "PodTemplate"
+_SHAPE: dict[str, Any] = {"apiVersion": None, "kind": None, "metadata": META_SHAPE, "template": POD_SHAPE}
+
+
+class PodTemplateTarget(Target):
+    """The worker pod template (Flyte's default PodTemplate, Argo, Kueue)."""
+
+    name = "podtemplate"
+    summary = "core v1 PodTemplate of the worker pod"
+    order = 10
+
+    def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
+        # The same pod as the PyTorchJob's Worker: one plan, so the two never drift apart.
+        plan = spec_to_plan(spec)
+        return [Document("podtemplate.yaml.j2", "podtemplate.yaml", API_VERSION, KIND, {"plan": plan})]
+
+    def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
+        return [*identity_errors(doc, API_VERSION, KIND, spec.name), *shape_errors(doc, _SHAPE)]
+
+
+TARGET = PodTemplateTarget()

@@ -1,0 +1,37 @@
+"""Kubeflow training-operator v1 ``PyTorchJob`` (kubeflow.org/v1): Worker-only, elastic or fixed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastic_compile.core.loader import Loaded
+from elastic_compile.schema import ElasticSpec
+from elastic_compile.targets import Document, Target
+from elastic_compile.targets.checks import identity_errors, shape_errors
+from elastic_compile.targets.pytorchjob.checks import PYTORCHJOB_SHAPE, webhook_errors
+from elastic_compile.targets.pytorchjob.plan import spec_to_plan
+
+API_VERSION = "kubeflow.org/v1"
+KIND = "PyTorchJob"
+
+
+class PyTorchJobTarget(Target):
+    """A PyTorchJob for the Kubeflow training operator v1."""
+
+    name = "pytorchjob"
+    summary = "Kubeflow training-operator v1 PyTorchJob (kubeflow.org/v1)"
+    order = 0
+
+    def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
+        plan = spec_to_plan(spec)
+        return [Document("pytorchjob.yaml.j2", "pytorchjob.yaml", API_VERSION, KIND, {"plan": plan})]
+
+    def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
+        return [
+            *identity_errors(doc, API_VERSION, KIND, spec.name),
+            *shape_errors(doc, PYTORCHJOB_SHAPE),
+            *webhook_errors(doc),
+        ]
+
+
+TARGET = PyTorchJobTarget()
