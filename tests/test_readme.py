@@ -1,4 +1,4 @@
-"""The README cannot drift: its generated parts are checked against the code."""
+"""The README and docs cannot drift: their generated parts are checked against the code."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from elastic_compile.schema.reference import END, START, reference_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+SPEC_DOC = ROOT / "docs" / "spec.md"
 REGEN = os.environ.get("ELASTIC_COMPILE_REGEN") == "1"
 
 
@@ -26,12 +27,22 @@ def test_opens_with_the_two_commands() -> None:
 
 
 def test_spec_reference_is_current() -> None:
-    text = README.read_text()
+    text = SPEC_DOC.read_text()
     fresh = reference_markdown()
     if REGEN:
-        README.write_text(_replace_block(text, START, END, fresh))
-        text = README.read_text()
-    assert fresh.strip() in text, "README spec reference is stale: ELASTIC_COMPILE_REGEN=1 pytest tests/test_readme.py"
+        SPEC_DOC.write_text(_replace_block(text, START, END, fresh))
+        text = SPEC_DOC.read_text()
+    assert fresh.strip() in text, "docs/spec.md is stale: ELASTIC_COMPILE_REGEN=1 pytest tests/test_readme.py"
+
+
+def test_docs_links_stay_inside_the_repository() -> None:
+    """Every relative link in the README and docs/ names a file of this repository."""
+    for page in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target:
+                continue
+            resolved = (page.parent / target).resolve()
+            assert resolved.is_relative_to(ROOT) and resolved.exists(), f"{page.name}: {target}"
 
 
 def test_error_example_is_real_output() -> None:

@@ -25,7 +25,7 @@ that exist in a cluster (the rendezvous host, pod IPs, the master address) becom
 Exit code: 0 the job succeeded; the exit code of the pod whose failure failed the job
 (signals as 128+N), or 1; 2 bad input; 124 ``--timeout`` or activeDeadlineSeconds; 130
 Ctrl-C (143 SIGTERM). Pod output goes to stdout, one line at a time, as ``[pod] line``;
-this command's own lines go to stderr as ``elastic-compile run: ...``. The README ("Run locally") has
+this command's own lines go to stderr as ``elastic-compile run: ...``. docs/run.md has
 the whole story.
 """
 
@@ -103,7 +103,7 @@ def parse_args(argv: Sequence[str]) -> Options:
         description="Run a job on this machine, one process per pod, with the command and environment the "
         "Kubeflow training operator would give each pod, restarted and finished by the operator's rules.",
         epilog="Exit code: 0 the job succeeded; the failing pod's exit code (or 1) when it failed; 2 bad "
-        "input; 124 --timeout or activeDeadlineSeconds; 130 Ctrl-C. See the README, 'Run locally'.",
+        "input; 124 --timeout or activeDeadlineSeconds; 130 Ctrl-C. See docs/run.md.",
     )
     p.add_argument("source", metavar="SPEC_OR_MANIFEST", help="elastic.yaml, or a compiled PyTorchJob; - for stdin")
     p.add_argument("--nodes", type=_positive_int, metavar="N", help="Worker pods (within elasticPolicy min..max)")

@@ -1,4 +1,4 @@
-"""The spec reference table in the README, generated from the models (so it cannot drift)."""
+"""The spec reference table in docs/spec.md, generated from the models (so it cannot drift)."""
 
 from __future__ import annotations
 

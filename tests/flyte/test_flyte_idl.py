@@ -185,7 +185,7 @@ def test_the_template_only_prints_the_task(case: str, doc: dict[str, Any]) -> No
 
 
 def test_flytekit_models_load_it(doc: dict[str, Any]) -> None:
-    """What the README ("Flyte")'s registration snippet does before calling FlyteAdmin."""
+    """What docs/flyte.md's registration snippet does before calling FlyteAdmin."""
     from flytekit.models.task import TaskSpec as TaskSpecModel
 
     model = TaskSpecModel.from_flyte_idl(ParseDict(doc, TaskSpec()))

@@ -4,7 +4,7 @@ For each configuration the flytekit task is written the way a flytekit user woul
 it (``Elastic`` + ``PodTemplate`` + ``Resources`` + ``container_image``) and serialized by
 flytekit's translator, as ``pyflyte register`` does. Equal: ``custom`` (exactly, floats
 and all), task type, config, resources, image, and the /dev/shm meaning. Different on
-purpose, asserted here and explained in the README ("Flyte"): the container's command (we run
+purpose, asserted here and explained in docs/flyte.md: the container's command (we run
 elastic-launch, flytekit runs pyflyte-execute), /dev/shm on the training container only,
 the user's template left untouched, nproc from GPUs, our defaults.
 
@@ -238,7 +238,7 @@ def test_the_container_runs_elastic_launch_with_explicit_timeouts(peers: dict[st
 
 
 def test_flytekit_defaults_differ_as_documented(serialize: Any) -> None:
-    """The same short spec against flytekit's defaults: each difference is a row of the README ("Flyte")."""
+    """The same short spec against flytekit's defaults: each difference is a row of docs/flyte.md."""
     from flytekit import Resources, task
     from flytekitplugins.kfpytorch import Elastic
 

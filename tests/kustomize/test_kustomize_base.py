@@ -157,8 +157,8 @@ def test_json_format_keeps_yaml_kustomization() -> None:
 
 
 def test_docs_show_the_real_kustomization() -> None:
-    """The README quotes kustomization.yaml verbatim; keep the quote true."""
-    docs = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    """docs/overlays.md quotes kustomization.yaml verbatim; keep the quote true."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "overlays.md").read_text(encoding="utf-8")
     quoted = "$ cat deploy/base/kustomization.yaml\n" + kustomize.kustomization_text(
         ["pytorchjob.yaml", "podtemplate.yaml"]
     )

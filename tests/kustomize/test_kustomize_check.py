@@ -183,7 +183,7 @@ def test_hook_definition(hook: dict[str, object]) -> None:
 
 
 def test_hook_args_as_documented(tmp_path: Path, hook: dict[str, object]) -> None:
-    """pre-commit runs ``entry`` + ``args`` (no file names): the README's args must work as written.
+    """pre-commit runs ``entry`` + ``args`` (no file names): docs/overlays.md's args must work as written.
 
     --check comes first: it takes an optional FILE, so ``-o DIR --check spec.yaml`` would
     read spec.yaml as the file to compare with.
@@ -195,6 +195,6 @@ def test_hook_args_as_documented(tmp_path: Path, hook: dict[str, object]) -> Non
     assert _run(*args, cwd=tmp_path).returncode == 0
     (tmp_path / "deploy" / "base" / "pytorchjob.yaml").write_text("edited: by hand\n", encoding="utf-8")
     assert _run(*args, cwd=tmp_path).returncode == 1
-    docs = (ROOT / "README.md").read_text(encoding="utf-8")
+    docs = (ROOT / "docs" / "overlays.md").read_text(encoding="utf-8")
     assert "args: [--check, -o, deploy/base, train.elastic.yaml]" in docs
     assert "id: elastic-compile-check" in docs

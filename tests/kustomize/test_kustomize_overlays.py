@@ -311,7 +311,7 @@ def test_an_overlay_openapi_replaces_the_base_one(
 ) -> None:
     """An overlay with its own ``openapi:`` wins over the base's, for the base's resources too.
 
-    Documented in the README ("Overlays"): an overlay that needs its own schema must carry our
+    Documented in docs/overlays.md: an overlay that needs its own schema must carry our
     definitions as well (kustomize refuses to load ../base/openapi.json from an overlay).
     """
     job = _by_kind(kustomize_build(bases["sidecar"]))["PyTorchJob"]

@@ -1,4 +1,4 @@
-"""``elastic-compile run examples/cpu-ddp.yaml``: the README's example trains across two local pods."""
+"""``elastic-compile run examples/cpu-ddp.yaml``: docs/run.md's example trains across two local pods."""
 
 from __future__ import annotations
 

@@ -109,7 +109,7 @@ def flyte_problems(spec: ElasticSpec, *, flytekit: bool = False) -> list[tuple[F
     """Settings that a Flyte task would silently drop or break, each with its field path.
 
     Values at their schema default never appear here (the default restart_policy,
-    ExitCode, becomes Flyte's Never: the README ("Flyte") says why that is acceptable); a value
+    ExitCode, becomes Flyte's Never: docs/flyte.md says why that is acceptable); a value
     the user chose and Flyte cannot honour is an error, not a surprise in production.
     ``flytekit=True`` adds the limits of flytekit's ``Elastic`` launcher, which runs
     instead of elastic-launch in tasks built with ``elastic_compile.flyte.task_kwargs``.
