@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from elastic_compile.core.pattern import pattern_matches
 from elastic_compile.core.quantity import QUANTITY_PATTERN
 
 if TYPE_CHECKING:
@@ -255,6 +256,14 @@ def _list_type_keyword(validator: Any, list_type: Any, instance: Any, schema: Ma
             seen[key] = index
 
 
+def _pattern_keyword(validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
+    """``pattern`` with Go's semantics: ``$`` is the end of the text, not before a final newline."""
+    from jsonschema.exceptions import ValidationError
+
+    if isinstance(instance, str) and not pattern_matches(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
 def _is_integer(checker: Any, instance: object) -> bool:
     # JSON Schema counts 2.0 as an integer; we do not. We only ever emit ints, so a
     # float where an int32 belongs means arithmetic leaked into a template (/ not //).
@@ -263,12 +272,12 @@ def _is_integer(checker: Any, instance: object) -> bool:
 
 @functools.cache
 def _validator_class() -> Any:
-    """Draft 2020-12 plus the list-type keyword (jsonschema ships no type hints: Any)."""
+    """Draft 2020-12 plus the list-type keyword and Go patterns (jsonschema ships no type hints: Any)."""
     from jsonschema import Draft202012Validator, validators
 
     return validators.extend(
         Draft202012Validator,
-        validators={"x-kubernetes-list-type": _list_type_keyword},
+        validators={"x-kubernetes-list-type": _list_type_keyword, "pattern": _pattern_keyword},
         type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
     )
 

@@ -23,7 +23,8 @@ _SUFFIX = re.compile(r"([KMGTPE]i|[numkMGTPE])$")
 
 def is_quantity(text: str) -> bool:
     """True when ``text`` matches the Kubernetes quantity grammar."""
-    return _QUANTITY.match(text) is not None
+    # fullmatch: Python's "$" also matches before a final newline, Go's does not ("2\n").
+    return _QUANTITY.fullmatch(text) is not None
 
 
 def parse_quantity(text: str) -> Decimal:
