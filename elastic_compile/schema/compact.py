@@ -1,0 +1,280 @@
+"""Compact schemas of Kubernetes objects and custom resources, and a small validator for them.
+
+The compiler checks what it emits (and the user's ``pod_template.spec``) against the
+schemas the API server applies, without shipping the upstream files (a 644 KB CRD, a
+108 MB kubernetes-validate wheel) and without a dependency beyond the standard library.
+``python -m elastic_compile.schema.generate`` writes the files in ``compact/`` from the
+upstream sources; a test regenerates them and compares when the sources are at hand.
+
+The format, one JSON file per source:
+
+``definitions``
+    name -> node. ``k8s-core.json`` holds Kubernetes' own definitions
+    (``io.k8s.api.core.v1.PodSpec`` and everything it references); a CRD file holds the
+    subtrees it repeats, named by the path of their first occurrence.
+``roots``
+    ``"<apiVersion> <kind>"`` -> node: what a whole object of that kind must be.
+
+A node has any of:
+
+``ref``            the named definition (in the file itself or in ``k8s-core.json``)
+``type``           object, array, string, integer, number or boolean
+``kind``           ``quantity`` (the API server's grammar) or ``int-or-string``
+``format``         int32 or int64: the value's range
+``enum``           allowed values
+``properties``     field -> node; any other field is unknown (strict), unless ``open``
+``required``       fields that must be present
+``values``         node of every value of a map (``additionalProperties``)
+``items``          node of every list item
+``mapKeys``        a list-map: no two items may have the same values of these fields
+                   (``keyDefaults`` fills in a missing key as the API server defaults it)
+``set``            a list-set: no two items may be equal
+``open``           unknown fields are kept (``x-kubernetes-preserve-unknown-fields``)
+``nullable``       null is a value
+``minimum`` ``maximum`` ``minLength`` ``maxLength`` ``minItems`` ``maxItems``
+``minProperties`` ``maxProperties`` ``pattern``
+                   as in OpenAPI (patterns must match the whole string, as Go's do)
+
+What it leaves out: descriptions, defaults other than list-map keys, and CEL rules
+(``x-kubernetes-validations``; each file lists the rules it does not evaluate).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Final
+
+from elastic_compile.core.loader import dotted
+from elastic_compile.core.pattern import pattern_matches
+from elastic_compile.core.quantity import is_quantity
+
+#: Where the compact schemas live (package data).
+COMPACT_DIR: Final = Path(__file__).with_name("compact")
+#: The Kubernetes definitions every other file may refer to.
+CORE_FILE: Final = "k8s-core.json"
+
+Loc = tuple[str | int, ...]
+Problem = tuple[Loc, str]
+Node = Mapping[str, Any]
+
+INT_RANGES: Final = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+_EXPECTED: Final = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "a whole number",
+    "number": "a number",
+    "boolean": "true or false",
+}
+
+
+def describe(value: Any) -> str:
+    """What kind of YAML value ``value`` is, for messages ("a mapping", "a string", ...)."""
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a string"
+
+
+def _is_type(value: Any, expected: str) -> bool:
+    if expected == "object":
+        return isinstance(value, dict)
+    if expected == "array":
+        return isinstance(value, list)
+    if expected == "string":
+        return isinstance(value, str)
+    if expected == "boolean":
+        return isinstance(value, bool)
+    if expected == "integer":
+        # 2.0 is not an integer here: a float where an int32 belongs means arithmetic
+        # leaked into a template (/ instead of //), and the operator cannot decode it.
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return True
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+@dataclass(frozen=True)
+class CompactSchema:
+    """One compact schema file, its references resolved against ``k8s-core.json``."""
+
+    name: str
+    definitions: Mapping[str, Node]
+    roots: Mapping[str, Node]
+    meta: Mapping[str, Any]
+
+    def root(self, api_version: str, kind: str) -> Node | None:
+        """The node for a whole ``api_version`` ``kind`` object, or None when the file has none."""
+        return self.roots.get(f"{api_version} {kind}")
+
+    def problems(self, value: Any, node: Node) -> list[Problem]:
+        """Every problem in ``value`` against ``node``, each with its location below ``value``."""
+        found: list[Problem] = []
+        self._check(value, node, (), found)
+        return found
+
+    def definition(self, name: str) -> Node:
+        """The node of a named definition (``KeyError`` when the file has none)."""
+        return self.definitions[name]
+
+    # ------------------------------------------------------------------ validation
+
+    def _resolve(self, node: Node) -> Node:
+        while "ref" in node:
+            node = self.definitions[node["ref"]]
+        return node
+
+    def _check(self, value: Any, node: Node, loc: Loc, problems: list[Problem]) -> None:
+        node = self._resolve(node)
+        kind = node.get("kind")
+        if value is None:
+            if not node.get("nullable"):
+                problems.append((loc, "empty value; give a value or remove the key"))
+            return
+        if kind == "quantity":
+            _check_quantity(value, loc, problems)
+            return
+        if kind == "int-or-string":
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                problems.append((loc, f"expected a whole number or a string, not {describe(value)}"))
+            elif isinstance(value, str) and "pattern" in node and not pattern_matches(node["pattern"], value):
+                problems.append((loc, f"must match {node['pattern']}"))
+            return
+        expected = node.get("type")
+        if expected is not None and not _is_type(value, expected):
+            problems.append((loc, f"expected {_EXPECTED.get(expected, expected)}, not {describe(value)}"))
+            return
+        if "enum" in node and value not in node["enum"]:
+            problems.append((loc, "must be one of " + ", ".join(map(str, node["enum"]))))
+        if isinstance(value, bool):
+            return
+        if isinstance(value, (int, float)):
+            _check_number(value, node, loc, problems)
+        elif isinstance(value, str):
+            _check_string(value, node, loc, problems)
+        elif isinstance(value, dict):
+            self._check_object(value, node, loc, problems)
+        elif isinstance(value, list):
+            self._check_list(value, node, loc, problems)
+
+    def _check_list(self, value: list[Any], node: Node, loc: Loc, problems: list[Problem]) -> None:
+        if "minItems" in node and len(value) < node["minItems"]:
+            problems.append((loc, f"must have at least {node['minItems']} items"))
+        if "maxItems" in node and len(value) > node["maxItems"]:
+            problems.append((loc, f"must have at most {node['maxItems']} items"))
+        items = node.get("items")
+        keys: Sequence[str] = node.get("mapKeys", ())
+        defaults: Mapping[str, Any] = node.get("keyDefaults", {})
+        seen: dict[str, int] = {}
+        for index, item in enumerate(value):
+            if items is not None:
+                self._check(item, items, (*loc, index), problems)
+            if keys and isinstance(item, dict):
+                # A missing key takes its default first, as the API server defaults before it
+                # compares: containerPort 8080 and 8080/TCP are the same entry.
+                entry = {k: item.get(k, defaults.get(k)) for k in keys}
+                what = f"same {', '.join(keys)} as item"
+            elif node.get("set"):
+                entry, what = item, "same value as item"
+            else:
+                continue
+            key = _key(entry)
+            if key in seen:
+                problems.append(((*loc, index), f"duplicate entry: {what} {seen[key]}"))
+            seen.setdefault(key, index)
+
+    def _check_object(self, value: dict[str, Any], node: Node, loc: Loc, problems: list[Problem]) -> None:
+        if "minProperties" in node and len(value) < node["minProperties"]:
+            problems.append((loc, f"must have at least {node['minProperties']} fields"))
+        if "maxProperties" in node and len(value) > node["maxProperties"]:
+            problems.append((loc, f"must have at most {node['maxProperties']} fields"))
+        properties: Mapping[str, Node] | None = node.get("properties")
+        for key, item in value.items():
+            if properties is not None and key in properties:
+                self._check(item, properties[key], (*loc, key), problems)
+            elif "values" in node:
+                self._check(item, node["values"], (*loc, key), problems)
+            elif properties is not None and not node.get("open"):
+                close = difflib.get_close_matches(str(key), list(properties), n=1, cutoff=0.6)
+                problems.append(((*loc, key), "unknown field" + (f"; did you mean {close[0]}?" if close else "")))
+        for key in node.get("required", ()):
+            if key not in value:
+                problems.append((loc, f"{key} is required here"))
+
+
+def _check_quantity(value: Any, loc: Loc, problems: list[Problem]) -> None:
+    text = value if isinstance(value, str) else None if isinstance(value, bool) else str(value)
+    if text is None or not is_quantity(text):
+        problems.append((loc, "not a Kubernetes quantity; use a number with an optional suffix: 500m, 8, 64Gi"))
+    elif isinstance(value, float):
+        # CRDs type quantities as int-or-string: a bare 0.5 is rejected there.
+        shown = getattr(value, "text", repr(value))
+        problems.append((loc, f'write a fractional quantity as a string: "{shown}"'))
+
+
+def _check_number(value: float, node: Node, loc: Loc, problems: list[Problem]) -> None:
+    fmt = node.get("format")
+    if fmt in INT_RANGES and isinstance(value, int):
+        low, high = INT_RANGES[fmt]
+        if not low <= value <= high:
+            problems.append((loc, f"out of range for {fmt}"))
+    if "minimum" in node and value < node["minimum"]:
+        problems.append((loc, f"must be at least {node['minimum']}"))
+    if "maximum" in node and value > node["maximum"]:
+        problems.append((loc, f"must be at most {node['maximum']}"))
+
+
+def _check_string(value: str, node: Node, loc: Loc, problems: list[Problem]) -> None:
+    # Lengths in characters, as the API server counts them (Go's utf8.RuneCountInString).
+    if "minLength" in node and len(value) < node["minLength"]:
+        problems.append((loc, f"must be at least {node['minLength']} characters"))
+    if "maxLength" in node and len(value) > node["maxLength"]:
+        problems.append((loc, f"must be at most {node['maxLength']} characters"))
+    if "pattern" in node and not pattern_matches(node["pattern"], value):
+        problems.append((loc, f"must match {node['pattern']}"))
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _read(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((COMPACT_DIR / name).read_text(encoding="utf-8"))
+    return data
+
+
+@cache
+def load(name: str) -> CompactSchema:
+    """The compact schema file ``name`` (e.g. ``pytorchjobs.kubeflow.org.json``), loaded once."""
+    data = _read(name)
+    definitions = dict(data.get("definitions", {}))
+    if name != CORE_FILE:
+        definitions = {**_read(CORE_FILE)["definitions"], **definitions}
+    meta = {k: v for k, v in data.items() if k not in ("definitions", "roots")}
+    return CompactSchema(name, definitions, dict(data.get("roots", {})), meta)
+
+
+def core() -> CompactSchema:
+    """Kubernetes' own definitions (``k8s-core.json``)."""
+    return load(CORE_FILE)
+
+
+def render(problems: Sequence[Problem], prefix: Loc = ()) -> list[str]:
+    """``path: message`` lines, the path in the usual dotted form (``containers[0].image``)."""
+    return [f"{dotted((*prefix, *loc)) if prefix or loc else '<root>'}: {message}" for loc, message in problems]
