@@ -8,7 +8,9 @@ Measures, on this machine:
   defining and serializing the equivalent Elastic task (what a Flyte user runs today);
 * peak RSS of each process (from ``wait4``);
 * in-process throughput: specs compiled per second over N compiles (load, validate, plan,
-  render, parse back, check, emit).
+  render, parse back, check, emit);
+* the compact schemas (docs/schemas.md): their sizes, the cost of loading them, and of
+  checking one emitted PyTorchJob against the CRD's.
 """
 
 from __future__ import annotations
@@ -73,6 +75,24 @@ def in_process(compiles: int) -> float:
     return compiles / (time.perf_counter() - start)
 
 
+def schema_cost(checks: int) -> None:
+    from elastic_compile.compiler.pipeline import compile_path
+    from elastic_compile.schema import compact
+    from elastic_compile.targets import pytorchjob
+    from elastic_compile.targets.checks import schema_errors
+
+    for path in sorted(compact.COMPACT_DIR.glob("*.json")):
+        print(f"{path.name:<52} {path.stat().st_size / 1024:>6.1f} KiB")
+    start = time.perf_counter()
+    compact.load(pytorchjob.SCHEMA_FILE)
+    print(f"load {pytorchjob.SCHEMA_FILE} + {compact.CORE_FILE}: {(time.perf_counter() - start) * 1000:.2f} ms")
+    doc = compile_path(str(EXAMPLE), ("pytorchjob",)).outputs[0].doc
+    start = time.perf_counter()
+    for _ in range(checks):
+        schema_errors(doc, pytorchjob.SCHEMA_FILE, pytorchjob.API_VERSION, pytorchjob.KIND)
+    print(f"check one PyTorchJob against the compact CRD: {(time.perf_counter() - start) / checks * 1000:.3f} ms")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
@@ -99,6 +119,7 @@ def main() -> int:
         print(f"{label:<40} {seconds:>9.3f} {seconds / floor:>9.1f} {seconds / ours:>8.2f} {rss / 1024:>13.1f}")
     rate = in_process(args.compiles)
     print(f"in-process: {rate:,.0f} specs/s over {args.compiles} compiles ({1000 / rate:.2f} ms each)")
+    schema_cost(args.compiles)
     return 0
 
 

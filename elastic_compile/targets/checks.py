@@ -1,26 +1,30 @@
-"""Checks every Kubernetes target applies to what it rendered: identity and known fields.
+"""Checks every Kubernetes target applies to what it rendered: identity and schema.
 
 A custom template's typo (``restartPolcy``) must be an error here, not a field the API
-server prunes with only a warning. A shape is a nested dict of known fields: a dict is an
-object, None accepts any value, and the string ``"podspec"`` is a PodSpec, checked
-against the compact Kubernetes schema.
+server prunes with only a warning. Each document is checked strictly against the compact
+schema of its kind (:mod:`elastic_compile.schema.compact`): the CRD's for custom
+resources, Kubernetes' own for core kinds.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
-from elastic_compile.schema.podspec import podspec_problems
+from elastic_compile.schema import compact
 
-#: ObjectMeta fields we may emit on a top-level object.
-META_SHAPE: dict[str, Any] = dict.fromkeys(
-    ("name", "namespace", "labels", "annotations", "generateName", "finalizers", "ownerReferences")
+#: ObjectMeta fields the API server sets: a manifest to create must not carry them
+#: (``resourceVersion`` on a create is rejected; the others are overwritten or ignored,
+#: and ``kubectl apply`` diffs would fight them forever).
+SERVER_SET_METADATA: Final = (
+    "creationTimestamp",
+    "deletionGracePeriodSeconds",
+    "deletionTimestamp",
+    "generation",
+    "managedFields",
+    "resourceVersion",
+    "selfLink",
+    "uid",
 )
-#: A PodTemplateSpec.
-POD_SHAPE: dict[str, Any] = {
-    "metadata": dict.fromkeys(("name", "namespace", "labels", "annotations", "finalizers")),
-    "spec": "podspec",
-}
 
 
 def identity_errors(doc: dict[str, Any], api_version: str | None, kind: str | None, name: str) -> list[str]:
@@ -34,20 +38,23 @@ def identity_errors(doc: dict[str, Any], api_version: str | None, kind: str | No
     return problems
 
 
-def shape_errors(value: Any, shape: Any, path: str = "") -> list[str]:
-    """Unknown fields (and non-objects where objects belong) in ``value``, by ``shape``."""
-    if shape is None:
-        return []
-    if shape == "podspec":
-        return [f"{path}.{'.'.join(map(str, loc))}: {msg}" for loc, msg in podspec_problems(value)] \
-            if isinstance(value, dict) else [f"{path}: expected a mapping"]  # fmt: skip
-    if not isinstance(value, dict):
-        return [f"{path or 'the document'}: expected a mapping"]
-    errors = []
-    for key, item in value.items():
-        where = f"{path}.{key}" if path else str(key)
-        if key not in shape:
-            errors.append(f"{where}: unknown field")
-        else:
-            errors += shape_errors(item, shape[key], where)
-    return errors
+def schema_errors(doc: Any, schema_file: str, api_version: str, kind: str) -> list[str]:
+    """Problems of ``doc`` against the compact schema of ``api_version`` ``kind`` in ``schema_file``.
+
+    Also refuses the metadata fields the API server sets (:data:`SERVER_SET_METADATA`),
+    at the top and in a pod template's metadata.
+    """
+    schema = compact.load(schema_file)
+    root = schema.root(api_version, kind)
+    if root is None:
+        raise KeyError(f"{schema_file} has no schema for {api_version} {kind}")
+    problems = schema.problems(doc, root)
+    if isinstance(doc, dict):
+        for loc in (("metadata",), ("template", "metadata")):
+            meta: Any = doc
+            for part in loc:
+                meta = meta.get(part) if isinstance(meta, dict) else None
+            if isinstance(meta, dict):
+                server_set = [key for key in SERVER_SET_METADATA if key in meta]
+                problems += [((*loc, key), "set by the API server; leave it out") for key in server_set]
+    return compact.render(problems)

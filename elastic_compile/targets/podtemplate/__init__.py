@@ -6,13 +6,13 @@ from typing import Any
 
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
+from elastic_compile.schema.compact import CORE_FILE
 from elastic_compile.targets import Document, Target
-from elastic_compile.targets.checks import META_SHAPE, POD_SHAPE, identity_errors, shape_errors
+from elastic_compile.targets.checks import identity_errors, schema_errors
 from elastic_compile.targets.pytorchjob.plan import spec_to_plan
 
 API_VERSION = "v1"
 KIND = "PodTemplate"
-_SHAPE: dict[str, Any] = {"apiVersion": None, "kind": None, "metadata": META_SHAPE, "template": POD_SHAPE}
 
 
 class PodTemplateTarget(Target):
@@ -28,7 +28,7 @@ class PodTemplateTarget(Target):
         return [Document("podtemplate.yaml.j2", "podtemplate.yaml", API_VERSION, KIND, {"plan": plan})]
 
     def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
-        return [*identity_errors(doc, API_VERSION, KIND, spec.name), *shape_errors(doc, _SHAPE)]
+        return [*identity_errors(doc, API_VERSION, KIND, spec.name), *schema_errors(doc, CORE_FILE, API_VERSION, KIND)]
 
 
 TARGET = PodTemplateTarget()

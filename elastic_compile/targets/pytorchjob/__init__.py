@@ -7,12 +7,14 @@ from typing import Any
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets import Document, Target
-from elastic_compile.targets.checks import identity_errors, shape_errors
-from elastic_compile.targets.pytorchjob.checks import PYTORCHJOB_SHAPE, webhook_errors
+from elastic_compile.targets.checks import identity_errors, schema_errors
+from elastic_compile.targets.pytorchjob.checks import webhook_errors
 from elastic_compile.targets.pytorchjob.plan import spec_to_plan
 
 API_VERSION = "kubeflow.org/v1"
 KIND = "PyTorchJob"
+#: The compact schema of the training-operator v1.9.4 CRD (elastic_compile/schema/compact/).
+SCHEMA_FILE = "pytorchjobs.kubeflow.org.json"
 
 
 class PyTorchJobTarget(Target):
@@ -29,7 +31,7 @@ class PyTorchJobTarget(Target):
     def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
         return [
             *identity_errors(doc, API_VERSION, KIND, spec.name),
-            *shape_errors(doc, PYTORCHJOB_SHAPE),
+            *schema_errors(doc, SCHEMA_FILE, API_VERSION, KIND),
             *webhook_errors(doc),
         ]
 

@@ -1,4 +1,4 @@
-"""The PyTorchJob's own checks: the training-operator v1.9.4 webhook, the runtime traps, and its shape.
+"""The PyTorchJob's own checks: the training-operator v1.9.4 webhook and the runtime traps.
 
 These need no schema files and run on every compile (and on manifests given to
 ``elastic-compile run``). The webhook sees the raw, undefaulted object (v1 has no
@@ -12,7 +12,6 @@ from typing import Any, Final
 
 from elastic_compile.contract import TRAINING_CONTAINER
 from elastic_compile.core.crdcheck import as_int, as_mapping, join_path, name_errors, show
-from elastic_compile.targets.checks import META_SHAPE, POD_SHAPE
 
 # apimachinery IsDNS1035Label: the operator names pods and services "<job>-<type>-<index>".
 _DNS1035_MAX: Final = 63
@@ -139,25 +138,3 @@ def _trap_errors(
                     f"{_DNS1035_MAX} characters; {runtime})"
                 )
     return errors
-
-
-# ------------------------------------------------------------------ shape
-
-_REPLICA_SHAPE: dict[str, Any] = {"replicas": None, "restartPolicy": None, "template": POD_SHAPE}
-#: The fields of a PyTorchJob v1 (training-operator v1.9.4) that we may emit.
-PYTORCHJOB_SHAPE: dict[str, Any] = {
-    "apiVersion": None, "kind": None, "metadata": META_SHAPE,
-    "spec": {
-        "pytorchReplicaSpecs": {"Master": _REPLICA_SHAPE, "Worker": _REPLICA_SHAPE},
-        "nprocPerNode": None,
-        "elasticPolicy": dict.fromkeys(("minReplicas", "maxReplicas", "rdzvBackend", "rdzvPort", "rdzvHost",
-                                        "rdzvId", "rdzvConf", "standalone", "nProcPerNode", "maxRestarts",
-                                        "metrics")),
-        "runPolicy": {
-            **dict.fromkeys(("cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds",
-                             "backoffLimit", "suspend", "managedBy")),
-            "schedulingPolicy": dict.fromkeys(("minAvailable", "queue", "minResources", "priorityClass",
-                                               "scheduleTimeoutSeconds")),
-        },
-    },
-}  # fmt: skip
