@@ -113,17 +113,17 @@ def _with_templates(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
 
 
 def test_oracle_invalid_output(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # A template defect our own checks let through (they check fields, not every type): the
-    # strict CRD check in the oracle catches the string where the CRD wants an int32.
+    # A template defect our own checks let through: the PyTorchJob CRD (v1.9.4) embeds a
+    # Kubernetes 1.36 PodSpec, so hostnameOverride passes the compile-time CRD check; the
+    # oracle also holds each pod template to Kubernetes 1.33, whose API server prunes it.
     builtin = (BUILTIN_TEMPLATES / "pytorchjob.yaml.j2").read_text()
-    line = "replicas: {{ plan.replicas | tojson }}"
+    line = "      template: {{ plan.pod_template | to_yaml }}"
     assert line in builtin
-    (tmp_path / "pytorchjob.yaml.j2").write_text(
-        builtin.replace(line, "replicas: {{ plan.replicas | string | tojson }}")
-    )
+    newer = 'dict(plan.pod_template, spec=dict(plan.pod_template.spec, hostnameOverride="x"))'
+    (tmp_path / "pytorchjob.yaml.j2").write_text(builtin.replace(line, f"      template: {{{{ {newer} | to_yaml }}}}"))
     _with_templates(monkeypatch, tmp_path)
     outcome = fuzz.classify((ROOT / "examples" / "minimal.yaml").read_bytes())
-    assert outcome.kind == fuzz.INVALID_OUTPUT and "replicas" in outcome.detail
+    assert outcome.kind == fuzz.INVALID_OUTPUT and "hostnameOverride: unknown field" in outcome.detail
 
 
 def test_oracle_compile_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
