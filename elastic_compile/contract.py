@@ -46,10 +46,17 @@ PET_MAX_RESTARTS: Final = "PET_MAX_RESTARTS"
 PET_RDZV_ID: Final = "PET_RDZV_ID"
 PET_RDZV_CONF: Final = "PET_RDZV_CONF"
 
-# Names users may not set: the operator appends its own entries after the user's, so a
-# user value is silently overridden (or duplicated) in the pod.
-OPERATOR_ENV_NAMES: Final = frozenset({"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PYTHONUNBUFFERED"})
+# Names users may not set: the operator appends its own entries after the user's in every
+# layout we emit, so a user value is silently overridden (or duplicated) in the pod.
+OPERATOR_ENV_NAMES: Final = frozenset({"PYTHONUNBUFFERED"})
 OPERATOR_ENV_PREFIX: Final = "PET_"
+# Set by torch elastic for every worker process, replacing whatever the container had. The
+# operator sets MASTER_*, WORLD_SIZE and RANK only in layouts with a Master replica, which we
+# never emit (kubeflow-pytorchjob.md §4), so a user value on the training container is dead.
+WORKER_ENV_NAMES: Final = frozenset(
+    {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+     "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE"}
+)  # fmt: skip
 LAUNCHER_ENV_PREFIX: Final = "ELASTIC_LAUNCH_"
 
 # torch shares the rank-0 agent's TCPStore across restarts by default, which breaks

@@ -259,7 +259,11 @@ def _containers(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _operator_owned(name: str) -> bool:
-    return name in contract.OPERATOR_ENV_NAMES or name.startswith(contract.OPERATOR_ENV_PREFIX)
+    return (
+        name in contract.OPERATOR_ENV_NAMES
+        or name in contract.WORKER_ENV_NAMES
+        or name.startswith(contract.OPERATOR_ENV_PREFIX)
+    )
 
 
 @pytest.mark.parametrize("case", CASES)

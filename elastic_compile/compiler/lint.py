@@ -85,11 +85,7 @@ RULES: dict[str, Rule] = {
             "a secret written as a literal env value lands in the manifest, in git and in kubectl describe; "
             "use valueFrom.secretKeyRef",
         ),
-        Rule(
-            "EC108",
-            "host-namespace",
-            "sharing the node's network, IPC or PID namespace breaks isolation and port 23456 may already be in use",
-        ),
+        Rule("EC108", "host-namespace", "a pod that shares a namespace of its node is no longer isolated from it"),
         Rule(
             "EC109",
             "privileged-container",
@@ -182,9 +178,12 @@ def report(compiled: Sequence[Compiled], ignore: Sequence[str], *, strict: bool,
     out = stream if stream is not None else sys.stderr
     fired = False
     for c in compiled:
-        for found in active(c.spec, c.plan, ignore):
+        # In file order, like errors: a reader fixes them top to bottom.
+        for problem in sorted(
+            found.problem(c.loaded, "error" if strict else "warning") for found in active(c.spec, c.plan, ignore)
+        ):
             fired = True
-            print(found.problem(c.loaded, "error" if strict else "warning"), file=out)
+            print(problem, file=out)
     return strict and fired
 
 
@@ -327,9 +326,17 @@ def _env_secrets(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
 
 
 def _host_namespaces(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
-    for field in ("hostNetwork", "hostIPC", "hostPID"):
+    # What each namespace really costs: the message must match the setting that fired.
+    port = spec.rdzv.resolved_port()
+    costs = {
+        "hostNetwork": f"the pod uses the node's network: port {port} (the rendezvous) must be free on every node "
+        "it lands on, and every process on the node can reach the rendezvous store",
+        "hostIPC": "the pod shares the node's System V IPC and POSIX message queues with every process on the node",
+        "hostPID": "the pod's processes see, and can signal, every process on the node",
+    }
+    for field, cost in costs.items():
         if spec.pod_template.spec.get(field) is True:
-            yield Lint("EC108", ("pod_template", "spec", field), f"{field}: true")
+            yield Lint("EC108", ("pod_template", "spec", field), f"{field}: true: {cost}")
 
 
 def _privileged(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:

@@ -463,18 +463,24 @@ class ValueFrom(_Model):
 
 
 def is_operator_env(name: str) -> bool:
-    """True for names the training operator appends to every container (PET_*, MASTER_ADDR, ...)."""
+    """True for names the training operator appends to every container (PET_*, PYTHONUNBUFFERED)."""
     return name in contract.OPERATOR_ENV_NAMES or name.startswith(contract.OPERATOR_ENV_PREFIX)
 
 
 def env_name_problem(name: str) -> str | None:
-    """Why ``name`` may not be used as an env name, or None."""
+    """Why ``name`` may not be used as an env name of the training container, or None."""
     if not _ENV_NAME.match(name):
         return "not a valid environment variable name"
     if is_operator_env(name):
         return (
             "set by the training operator in every pod; a user value would be duplicated and overridden "
             "(set topology through nnodes, nproc_per_node and rdzv instead)"
+        )
+    if name in contract.WORKER_ENV_NAMES:
+        # Not the operator: it sets these only beside a Master replica, which we never emit.
+        return (
+            "torch elastic sets it for every worker process and replaces this value, so it never reaches "
+            "your code (set topology through nnodes, nproc_per_node and rdzv instead)"
         )
     if name.startswith(contract.LAUNCHER_ENV_PREFIX):
         return "reserved for elastic-launch (the compiler sets these from the downward API)"

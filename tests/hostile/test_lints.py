@@ -194,9 +194,10 @@ def test_lints_stay_quiet(text: str) -> None:
 def test_several_lints_and_flags_repeat(cli: Cli) -> None:
     text = BASE.replace("y:1.0", "y:latest") + "nnodes: 1:4\nmax_restarts: 0\nenv: {GH_TOKEN: x}\n"
     status, _, err = cli.spec_text(text)
+    # In file order, like errors: the image (line 2) before max_restarts (line 5).
     assert status == 0 and [line.split(": ")[2].split()[1] for line in err.splitlines()] == [
-        "EC104",
         "EC105",
+        "EC104",
         "EC107",
     ]
     status, _, err = cli.spec_text(text, "--ignore", "EC105", "--ignore", "EC107", "--strict")
