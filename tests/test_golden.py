@@ -297,7 +297,8 @@ def test_golden_files_follow_the_operator_rules(case: str) -> None:
     assert training["name"] == contract.TRAINING_CONTAINER
     assert training["command"] == [contract.LAUNCHER]
     names = [e["name"] for e in training["env"]]
-    assert [n for n, _ in contract.DOWNWARD_ENV] == names[-len(contract.DOWNWARD_ENV) :]
+    # First, so that the kubelet expands $(ELASTIC_LAUNCH_*) in the user's values.
+    assert [n for n, _ in contract.DOWNWARD_ENV] == names[: len(contract.DOWNWARD_ENV)]
     assert len(names) == len(set(names))
     for container in containers:
         assert not [e["name"] for e in container.get("env", []) if _operator_owned(e["name"])]
@@ -383,8 +384,6 @@ spec:
                 - --lr
                 - '1e-4'
               env:
-                - name: NCCL_DEBUG
-                  value: WARN
                 - name: ELASTIC_LAUNCH_POD_IP
                   valueFrom:
                     fieldRef:
@@ -401,6 +400,8 @@ spec:
                   valueFrom:
                     fieldRef:
                       fieldPath: metadata.labels['training.kubeflow.org/job-name']
+                - name: NCCL_DEBUG
+                  value: WARN
               resources:
                 requests:
                   nvidia.com/gpu: '1'
@@ -424,7 +425,8 @@ def test_canonical_job() -> None:
     - the topology reaches the pods as the operator's PET_* env, so the launcher args
       hold only timeouts; the user's argv follows ``--`` and ``1e-4`` stays text;
     - gpu: 1 -> nvidia.com/gpu with limit == request, and nprocPerNode "1" (one per GPU);
-    - the downward-API env comes after the user's; /dev/shm is a memory emptyDir.
+    - the downward-API env comes before the user's (so $(ELASTIC_LAUNCH_POD_IP) expands in
+      a user value); /dev/shm is a memory emptyDir.
     """
     compiled = compile_text(CANONICAL_SPEC, "canonical.yaml", ("pytorchjob",))
     assert stream_text([compiled], "yaml") == CANONICAL_JOB

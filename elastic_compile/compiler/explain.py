@@ -84,6 +84,11 @@ def explain(compiled: Compiled) -> str:
         else "1 Worker pod, no elasticPolicy: rendezvous on localhost"
     )
     out.append(f"# layout: {layout}; nprocPerNode {plan.nproc_per_node}; restartPolicy {plan.restart_policy}\n")
+    if plan.restart_policy == "ExitCode":
+        out.append(
+            "# restartPolicy ExitCode: exit 1-127 fails the job; 128 or more deletes and recreates the pod, without "
+            "limit (backoffLimit counts in-place restarts only; active_deadline_seconds bounds the job)\n"
+        )
     out.append(
         f"# terminationGracePeriodSeconds: shutdown_timeout + {GRACE_MARGIN_SECONDS} unless the pod template sets it\n"
     )

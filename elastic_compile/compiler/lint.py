@@ -26,6 +26,7 @@ from elastic_compile.core.errors import Problem, SpecError, show_given
 from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.core.quantity import is_quantity, parse_quantity
 from elastic_compile.schema import ElasticSpec
+from elastic_compile.schema.models import is_operator_env
 from elastic_compile.targets.pod import SHM_VOLUME
 
 if TYPE_CHECKING:
@@ -91,6 +92,16 @@ RULES: dict[str, Rule] = {
             "privileged-container",
             "a privileged container has full access to the node; GPUs and RDMA devices need device plugins, "
             "not privilege",
+        ),
+        Rule(
+            "EC110",
+            "backoff-limit-uncounted",
+            "the operator's backoffLimit counts in-place container restarts only (OnFailure, Always)",
+        ),
+        Rule(
+            "EC111",
+            "unexpanded-env-reference",
+            "the kubelet expands $(NAME) only against env entries listed before it; otherwise it stays literal",
         ),
     )
 }
@@ -352,6 +363,71 @@ def _privileged(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
             yield Lint("EC109", (*path, "securityContext", "privileged"), f"{where} is privileged")
 
 
+def _backoff_limit(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    limit = spec.run_policy.backoff_limit
+    policy = spec.restart_policy
+    if limit is None or policy in ("OnFailure", "Always"):
+        return
+    if policy == "ExitCode":
+        # kubeflow-pytorchjob.md §6: a retryable exit deletes the pod and creates a new one
+        # whose restartCount is 0, so the sum the limit compares never grows (#2045).
+        message = (
+            f"backoff_limit {limit} with restart_policy ExitCode bounds nothing: a pod that exits 128 or more is "
+            "deleted and created again with a restart count of 0, so a pod the OOM killer stops every time (137) "
+            "is recreated forever; bound the job with run_policy.active_deadline_seconds"
+        )
+    else:
+        message = (
+            f"backoff_limit {limit} with restart_policy Never: nothing restarts, the first failed pod fails the job"
+        )
+    yield Lint("EC110", ("run_policy", "backoff_limit"), message)
+
+
+_ENV_REF = re.compile(r"\$\$|\$\(([^)]*)\)")
+
+
+def _env_sources(spec: ElasticSpec) -> Iterator[tuple[Path, str, str | None]]:
+    """The training container's env as the pod lists it: (spec path of the value, name, literal value)."""
+    if isinstance(spec.env, dict):
+        for name, value in spec.env.items():
+            yield ("env", name), name, value
+    else:
+        for index, var in enumerate(spec.env):
+            yield ("env", index, "value"), var.name, var.value
+    for path, container in _containers(spec):
+        if path[2] == "containers" and container.get("name") == contract.TRAINING_CONTAINER:
+            env = container.get("env")
+            for index, entry in enumerate(env if isinstance(env, list) else []):
+                if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                    literal = entry.get("value")
+                    yield (*path, "env", index, "value"), entry["name"], literal if isinstance(literal, str) else None
+
+
+def _env_references(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    sources = list(_env_sources(spec))
+    listed = {name for _, name, _ in sources}
+    # envFrom entries come before env in the container: any name may be defined there.
+    env_from = any(
+        c.get("envFrom")
+        for p, c in _containers(spec)
+        if p[2] == "containers" and c.get("name") == contract.TRAINING_CONTAINER
+    )
+    defined = {name for name, _ in contract.DOWNWARD_ENV}  # listed first (targets/pod.py)
+    for path, name, value in sources:
+        for match in _ENV_REF.finditer(value or ""):
+            ref = match.group(1)
+            if ref is None or ref in defined or (env_from and not is_operator_env(ref)):
+                continue  # $$ is a literal $
+            if is_operator_env(ref):
+                why = "the training operator appends it after your entries"
+            elif ref in listed:
+                why = "it is listed after this entry"
+            else:
+                why = "nothing sets it in this container"
+            yield Lint("EC111", path, f"$({show_given(ref)}) in {show_given(name)} stays literal: {why}")
+        defined.add(name)
+
+
 _CHECKS = (
     _nproc_gpus,
     _shm_memory,
@@ -362,4 +438,6 @@ _CHECKS = (
     _env_secrets,
     _host_namespaces,
     _privileged,
+    _backoff_limit,
+    _env_references,
 )

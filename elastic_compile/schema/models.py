@@ -32,6 +32,7 @@ from pydantic import (
 from elastic_compile import contract
 from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
 from elastic_compile.core.scalars import source_text
+from elastic_compile.schema.launchers import nested_launcher
 from elastic_compile.schema.podspec import podspec_problems
 
 # --------------------------------------------------------------------------- helpers
@@ -577,7 +578,9 @@ class RunPolicy(_Model):
         None,
         ge=0,
         le=INT32_MAX,
-        description="Pod restarts allowed before the job fails. Default: the operator's (no limit).",
+        description="In-place container restarts (restart_policy OnFailure or Always) allowed before the job fails. "
+        "With ExitCode a failed pod is recreated instead, with a restart count of 0, so this never counts it "
+        "(kubeflow/trainer#2045): bound such a job with active_deadline_seconds. Default: no limit.",
     )
     scheduling: Scheduling | None = Field(None, description="Gang scheduling. Default: none.")
     suspend: bool = Field(False, description="Create the job suspended (no pods). Default false.")
@@ -892,6 +895,9 @@ class ElasticSpec(_Model):
     def _command(cls, value: list[str] | None) -> list[str] | None:
         if value is not None and (not value or not value[0]):
             raise ValueError("needs at least the program to run, e.g. [python, train.py]")
+        nested = nested_launcher(value) if value else None
+        if nested is not None:
+            raise FieldProblems([((nested[0],), nested[1])])
         return value
 
     def _pod_template_problems(self) -> list[tuple[tuple[str | int, ...], str]]:

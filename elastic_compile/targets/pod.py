@@ -93,7 +93,9 @@ def training_container(
         "command": command,
         "args": args,
     }
-    env = env_entries(spec) + list(user.pop("env", None) or []) + downward_env()
+    # The downward-API entries first: the kubelet expands $(NAME) in a value only against the
+    # entries before it, so this order lets your values use $(ELASTIC_LAUNCH_POD_IP) and friends.
+    env = downward_env() + env_entries(spec) + list(user.pop("env", None) or [])
     container["env"] = env
     res = resources(spec)
     if res:

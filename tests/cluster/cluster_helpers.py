@@ -61,3 +61,11 @@ def compile_cli(tmp_path: Path, text: str, *argv: str) -> Run:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main([str(spec), *argv])
     return Run(status, out.getvalue(), err.getvalue().replace(f"{spec}:", "s.yaml:"))
+
+
+def run_cli(path: Path, *argv: str) -> Run:
+    """``elastic-compile run PATH ARGV`` in-process (``--dry-run`` starts nothing)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(["run", str(path), *argv])
+    return Run(status, out.getvalue(), err.getvalue())

@@ -29,7 +29,10 @@ def test_worker_env_on_the_training_container_is_rejected_for_the_true_reason(tm
 
 
 def test_worker_env_in_the_pod_template_training_container_too(tmp_path: Path) -> None:
-    text = BASE + "pod_template:\n  spec:\n    containers:\n      - name: pytorch\n        env: [{name: RANK, value: '0'}]\n"
+    text = (
+        BASE
+        + "pod_template:\n  spec:\n    containers:\n      - name: pytorch\n        env: [{name: RANK, value: '0'}]\n"
+    )
     run = compile_cli(tmp_path, text)
     assert run.status == 2
     assert run.errors == [
@@ -82,6 +85,8 @@ def test_ec108_says_what_the_namespace_that_fired_costs(tmp_path: Path, field: s
 
 
 def test_ec108_names_the_port_in_use(tmp_path: Path) -> None:
-    run = compile_cli(tmp_path, BASE + "nnodes: 2\nrdzv: {port: 29400}\npod_template:\n  spec:\n    hostNetwork: true\n")
+    run = compile_cli(
+        tmp_path, BASE + "nnodes: 2\nrdzv: {port: 29400}\npod_template:\n  spec:\n    hostNetwork: true\n"
+    )
     [line] = [e for e in run.errors if "EC108" in e]
     assert "port 29400 (the rendezvous)" in line

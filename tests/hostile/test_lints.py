@@ -82,6 +82,9 @@ FIRES = [
     ),
 ]
 
+FIRES.append(("EC110", BASE + "run_policy: {backoff_limit: 3}\n", "4:29: run_policy.backoff_limit", "bounds nothing"))
+FIRES.append(("EC111", BASE + 'env: {A: "$(B)", B: b}\n', "4:10: env.A", "$(B) in A stays literal"))
+
 FIRES_IDS = [f"{case[0]}-{i}" for i, case in enumerate(FIRES)]
 
 QUIET = [
@@ -148,6 +151,8 @@ def test_codes_are_stable() -> None:
         "EC107": "literal-secret-env",
         "EC108": "host-namespace",
         "EC109": "privileged-container",
+        "EC110": "backoff-limit-uncounted",
+        "EC111": "unexpanded-env-reference",
     }
     for rule in lint.RULES.values():
         assert rule.why and "\n" not in rule.why and len(rule.why) < 130
@@ -211,7 +216,7 @@ def test_unknown_code_in_the_spec_is_a_located_error(cli: Cli) -> None:
     assert status == 2 and out == ""
     assert err == (
         f"{cli.spec}:4:23: lint.EC1O4: unknown lint code EC1O4; known codes: "
-        "EC101, EC102, EC103, EC104, EC105, EC106, EC107, EC108, EC109 (given: EC1O4)\n"
+        "EC101, EC102, EC103, EC104, EC105, EC106, EC107, EC108, EC109, EC110, EC111 (given: EC1O4)\n"
     )
 
 
@@ -225,7 +230,7 @@ def test_unknown_ignore_is_a_usage_error(cli: Cli) -> None:
     assert (status, out) == (2, "")
     assert err == (
         "elastic-compile: error: --ignore: unknown lint code ec104; known codes: "
-        "EC101, EC102, EC103, EC104, EC105, EC106, EC107, EC108, EC109\n"
+        "EC101, EC102, EC103, EC104, EC105, EC106, EC107, EC108, EC109, EC110, EC111\n"
     )
 
 
