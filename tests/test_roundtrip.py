@@ -17,6 +17,7 @@ import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from elastic_compile import contract
 from elastic_compile.compiler.output import stream_text
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.emit import plain, to_yaml
@@ -66,7 +67,8 @@ def _check(doc: dict[str, Any], spec: dict[str, Any]) -> None:
     container = template["spec"]["containers"][0]
     assert container["image"] == spec["image"]
     assert container["args"][-4:] == spec["command"]
-    assert container["env"][0] == {"name": "VALUE", "value": spec["env"]["VALUE"]}
+    # After the compiler's downward-API entries, which come first.
+    assert container["env"][len(contract.DOWNWARD_ENV)] == {"name": "VALUE", "value": spec["env"]["VALUE"]}
     assert doc["metadata"]["labels"] == spec["labels"]
     assert doc["metadata"]["annotations"] == spec["annotations"]
     assert template["metadata"]["labels"] == spec["pod_template"]["metadata"]["labels"]

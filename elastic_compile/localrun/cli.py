@@ -3,7 +3,7 @@
 ::
 
     elastic-compile run SPEC_OR_MANIFEST [--nodes N] [--nproc-per-node N]
-                        [--kill POD@SECONDS ...] [--timeout SECONDS] [--workdir DIR] [--dry-run]
+                        [--kill POD@SECONDS|POD@/TEXT/ ...] [--timeout SECONDS] [--workdir DIR] [--dry-run]
 
 The input is an ``elastic.yaml`` (compiled in-process by the real pipeline) or an already
 compiled PyTorchJob (a file, or ``-`` for stdin; in a multi-document stream, such as
@@ -18,8 +18,9 @@ that exist in a cluster (the rendezvous host, pod IPs, the master address) becom
 * a failed pod is restarted per restartPolicy (OnFailure/Always: in place, counted
   against backoffLimit; ExitCode: recreated for codes >= 128, a job failure for 1-127;
   Never: a job failure);
-* ``--kill POD@SECONDS`` loses a node: SIGKILL to every process of the pod, which is not
-  restarted (its node is gone, and the cluster has no spare one);
+* ``--kill POD@SECONDS`` (or ``POD@/TEXT/``: once any pod prints a line containing TEXT)
+  loses a node: SIGKILL to every process of the pod, which is not restarted (its node is
+  gone, and the cluster has no spare one);
 * Ctrl-C deletes every pod (SIGTERM, SIGKILL after the pod's grace period).
 
 Exit code: 0 the job succeeded; the exit code of the pod whose failure failed the job
@@ -89,10 +90,14 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _kill(text: str) -> tuple[str, float]:
+def _kill(text: str) -> tuple[str, float | str]:
+    """``POD@SECONDS``, or ``POD@/TEXT/``: lose POD once any pod prints a line containing TEXT."""
+    pod, sep, line = text.partition("@/")
+    if sep and pod and len(line) > 1 and line.endswith("/"):
+        return pod, line[:-1]
     pod, sep, at = text.rpartition("@")
     if not sep or not pod:
-        raise argparse.ArgumentTypeError(f"expected POD@SECONDS, e.g. worker-1@20 (given: {text})")
+        raise argparse.ArgumentTypeError(f"expected POD@SECONDS or POD@/TEXT/, e.g. worker-1@20 (given: {text})")
     return pod, _seconds(at)
 
 
@@ -118,9 +123,9 @@ def parse_args(argv: Sequence[str]) -> Options:
         type=_kill,
         action="append",
         default=[],
-        metavar="POD@SECONDS",
-        help="lose a node: SIGKILL every process of POD (e.g. worker-1) SECONDS after the start; "
-        "the pod is not restarted (repeatable)",
+        metavar="POD@SECONDS|POD@/TEXT/",
+        help="lose a node: SIGKILL every process of POD (e.g. worker-1) SECONDS after the start, or as soon as "
+        "any pod prints a line containing TEXT; the pod is not restarted (repeatable)",
     )
     p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="stop every pod and exit 124 after this long")
     p.add_argument(
@@ -139,7 +144,8 @@ def parse_args(argv: Sequence[str]) -> Options:
         source=ns.source,
         nodes=ns.nodes,
         nproc_per_node=ns.nproc_per_node,
-        kills=tuple(ns.kill),
+        kills=tuple((pod, at) for pod, at in ns.kill if isinstance(at, float)),
+        line_kills=tuple((pod, at) for pod, at in ns.kill if isinstance(at, str)),
         timeout=ns.timeout,
         workdir=ns.workdir,
         dry_run=ns.dry_run,

@@ -80,6 +80,12 @@ class Job:
         self.t0 = time.monotonic()
         printer.clock = self.elapsed
         self.kills = sorted(((at, self._find(name)) for name, at in opts.kills), key=lambda k: k[0])
+        # --kill POD@/TEXT/: armed until a pod prints TEXT; then due, and killed by the loop.
+        self.line_kills = [(text, self._find(name)) for name, text in opts.line_kills]
+        self._due: list[LocalPod] = []
+        self._kill_lock = threading.Lock()
+        if self.line_kills:
+            printer.on_line = self._on_line
         self.signal: int | None = None  # the first SIGINT/SIGTERM received
         self.hurry = False  # a second one, or one while pods are being deleted: SIGKILL now
         self.cleaning = False
@@ -99,6 +105,13 @@ class Job:
                 return pod
         known = ", ".join(p.name for p in self.pods)
         raise RunError(f"--kill {name}: no such pod (pods: {known})")
+
+    def _on_line(self, pod: str, text: str) -> None:
+        """A pod printed ``text`` (reader thread): the kills it triggers become due."""
+        with self._kill_lock:
+            for armed in [k for k in self.line_kills if k[0] in text]:
+                self.line_kills.remove(armed)
+                self._due.append(armed[1])
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -268,8 +281,11 @@ class Job:
                 )
             if self.rules.active_deadline is not None and now >= self.rules.active_deadline:
                 return Outcome("Failed", EXIT_TIMEOUT, f"activeDeadlineSeconds {self.rules.active_deadline:g} reached")
+            with self._kill_lock:
+                due, self._due = self._due, []
             while self.kills and self.kills[0][0] <= now:
-                _at, pod = self.kills.pop(0)
+                due.append(self.kills.pop(0)[1])
+            for pod in due:
                 self._kill(pod)
                 lost = self._lost_check()
                 if lost is not None:

@@ -56,6 +56,8 @@ class Options:
     nodes: int | None = None
     nproc_per_node: int | None = None
     kills: tuple[tuple[str, float], ...] = ()
+    # --kill POD@/TEXT/: lose POD as soon as any pod prints a line containing TEXT.
+    line_kills: tuple[tuple[str, str], ...] = ()
     timeout: float | None = None
     workdir: Path | None = None
     dry_run: bool = False
@@ -239,10 +241,14 @@ class Printer:
     def __init__(self, out: TextIO, err: TextIO) -> None:
         self._out, self._err = out, err
         self.clock: Callable[[], float] = lambda: 0.0  # the job's, once it exists
+        # Called with (pod, line) for every pod line, from the pod's reader thread.
+        self.on_line: Callable[[str, str], None] | None = None
         self._lock = threading.Lock()
         self._broken = False
 
     def pod_line(self, pod: str, text: str) -> None:
+        if self.on_line is not None:
+            self.on_line(pod, text)
         with self._lock:
             if self._broken:
                 return  # keep draining the pod's pipe, or the pod blocks on a full one

@@ -24,10 +24,13 @@ from typing import Any
 import pytest
 import yaml
 
+from elastic_compile import contract
 from elastic_compile.compiler.output import stream_text
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.errors import SpecError
 
+# The user's first env entry comes after the compiler's downward-API entries.
+USER_ENV = len(contract.DOWNWARD_ENV)
 BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
 MULTI = "nnodes: 2\n"  # elasticPolicy (and so rdzv fields) exists only on multi-node jobs
 
@@ -148,12 +151,12 @@ STRING_SLOTS = [
     Slot("rdzv.host", "str", BASE + MULTI + "rdzv: {{host: {v}}}\n", _path("spec", "elasticPolicy", "rdzvHost")),
     Slot("rdzv.conf value", "str", BASE + MULTI + "rdzv: {{conf: {{store_type: {v}}}}}\n",
          _path("spec", "elasticPolicy", "rdzvConf", 0, "value")),
-    Slot("env map value", "str", BASE + "env: {{V: {v}}}\n", _in_container("env", 0, "value")),
-    Slot("env list value", "str", BASE + "env: [{{name: V, value: {v}}}]\n", _in_container("env", 0, "value")),
-    Slot("env name", "str", BASE + "env: {{{v}: x}}\n", _in_container("env", 0, "name"),
+    Slot("env map value", "str", BASE + "env: {{V: {v}}}\n", _in_container("env", USER_ENV, "value")),
+    Slot("env list value", "str", BASE + "env: [{{name: V, value: {v}}}]\n", _in_container("env", USER_ENV, "value")),
+    Slot("env name", "str", BASE + "env: {{{v}: x}}\n", _in_container("env", USER_ENV, "name"),
          rejects=NOT_KEY | {"1:30", "0755", "1_000"}),
     Slot("secretKeyRef.name", "str", BASE + "env: [{{name: V, valueFrom: {{secretKeyRef: {{name: {v}, key: k}}}}}}]\n",
-         _in_container("env", 0, "valueFrom", "secretKeyRef", "name")),
+         _in_container("env", USER_ENV, "valueFrom", "secretKeyRef", "name")),
     Slot("scheduling.queue", "str", BASE + "run_policy: {{scheduling: {{queue: {v}}}}}\n",
          _path("spec", "runPolicy", "schedulingPolicy", "queue")),
     Slot("flyte.project", "str", BASE + FLYTE.format(p="{v}", d="d", ver="'1'", n="x"), _flyte("project"), "flyte"),
@@ -214,7 +217,7 @@ BOOL_SLOTS = [
     Slot("run_policy.suspend", "bool", BASE + "run_policy: {{suspend: {v}}}\n", _path("spec", "runPolicy", "suspend")),
     Slot("secretKeyRef.optional", "bool",
          BASE + "env: [{{name: V, valueFrom: {{secretKeyRef: {{name: s, key: k, optional: {v}}}}}}}]\n",
-         _in_container("env", 0, "valueFrom", "secretKeyRef", "optional"), optional=True),
+         _in_container("env", USER_ENV, "valueFrom", "secretKeyRef", "optional"), optional=True),
 ]  # fmt: skip
 
 SLOTS = STRING_SLOTS + COUNT_SLOTS + DURATION_SLOTS + QUANTITY_SLOTS + BOOL_SLOTS

@@ -144,7 +144,11 @@ def test_a_saved_manifest_runs_as_written(tmp_path: Path, capsys: pytest.Capture
     ("args", "message"),
     [
         (["--kill", "worker-9@3"], "--kill worker-9: no such pod (pods: cpu-ddp-worker-0, cpu-ddp-worker-1)"),
-        (["--kill", "worker-1"], "argument --kill: expected POD@SECONDS, e.g. worker-1@20 (given: worker-1)"),
+        (
+            ["--kill", "worker-1"],
+            "argument --kill: expected POD@SECONDS or POD@/TEXT/, e.g. worker-1@20 (given: worker-1)",
+        ),
+        (["--kill", "worker-9@/step 3/"], "--kill worker-9: no such pod (pods: cpu-ddp-worker-0, cpu-ddp-worker-1)"),
         (["--nodes", "0"], "argument --nodes: expected a positive integer (given: 0)"),
         (["--timeout", "soon"], "argument --timeout: expected a number of seconds > 0 (given: soon)"),
     ],
