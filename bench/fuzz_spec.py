@@ -19,7 +19,9 @@ podtemplate targets) and emitted with ``stream_text``, then classified:
 ``accepted``
     the emitted text must read back (PyYAML, YAML 1.1, as kubectl's sigs.k8s.io/yaml
     would) to exactly the compiled documents, and every document must pass
-    ``crdcheck.check_manifest`` (strict PyTorchJob CRD + webhook + strict core schemas);
+    ``crdcheck.check_manifest`` (strict PyTorchJob CRD + webhook + strict core schemas; the
+    upstream CRD when ``$ELASTIC_COMPILE_CRDS`` names it, else the compact schema the package
+    ships, judged by jsonschema rather than by the compiler's own validator);
 ``rejected``
     a ``SpecError`` whose problems all carry line >= 1, col >= 1, a path and a message;
 ``pod_template passthrough``

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,6 @@ from elastic_compile.targets import pytorchjob
 from elastic_compile.targets.checks import schema_errors
 
 ROOT = Path(__file__).resolve().parents[1]
-CRDS_UNSET = f"{generate.CRDS_ENV} is not set: this test needs the upstream CRD files"
 REGENERATE = "stale: run `python -m elastic_compile.schema.generate` (with the CRDs in $ELASTIC_COMPILE_CRDS)"
 
 #: The files a plain clone carries: every target can validate without the upstream CRDs.
@@ -43,16 +41,6 @@ SHIPPED = {
     "trainingruntimes.trainer.kubeflow.org.json",
     "clustertrainingruntimes.trainer.kubeflow.org.json",
 }
-
-
-def _crds() -> Path:
-    env = os.environ.get(generate.CRDS_ENV)
-    if not env:
-        pytest.skip(CRDS_UNSET)
-    path = Path(env)
-    if not path.is_dir():
-        pytest.skip(f"{generate.CRDS_ENV}={env} is not a directory")
-    return path
 
 
 # --------------------------------------------------------------------------- current
@@ -70,8 +58,8 @@ def test_k8s_core_is_current() -> None:
 
 
 @pytest.mark.parametrize("upstream", generate.CRDS)
-def test_crd_schema_is_current(upstream: str) -> None:
-    path = _crds() / upstream
+def test_crd_schema_is_current(crds_dir: Path, upstream: str) -> None:
+    path = crds_dir / upstream
     core = json.loads((compact.COMPACT_DIR / compact.CORE_FILE).read_text(encoding="utf-8"))
     crd = generate.load_crd(path)
     committed = compact.COMPACT_DIR / generate.crd_file_name(crd)
@@ -80,9 +68,9 @@ def test_crd_schema_is_current(upstream: str) -> None:
     assert committed.read_text(encoding="utf-8") == fresh, REGENERATE
 
 
-def test_generate_check_reports_nothing_stale(capsys: pytest.CaptureFixture[str]) -> None:
+def test_generate_check_reports_nothing_stale(crds_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("kubernetes_validate", reason="kubernetes-validate (test extra) generates k8s-core.json")
-    assert generate.main(["--check", "--crds", str(_crds())]) == 0
+    assert generate.main(["--check", "--crds", str(crds_dir)]) == 0
     assert capsys.readouterr().err == ""
 
 
@@ -183,19 +171,19 @@ def test_compact_pytorchjob_verdicts(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(MUTATIONS))
-def test_compact_pytorchjob_agrees_with_the_full_crd(name: str) -> None:
+def test_compact_pytorchjob_agrees_with_the_full_crd(crds_dir: Path, name: str) -> None:
     pytest.importorskip("jsonschema", reason="install the test extra: pip install -e '.[test]'")
     from elastic_compile.core import crdcheck
 
-    validator = crdcheck.CrdValidator.from_file(_crds() / "kubeflow.org_pytorchjobs.yaml")
+    validator = crdcheck.CrdValidator.from_file(crds_dir / crdcheck.PYTORCHJOB_CRD)
     mutate, _ = MUTATIONS[name]
     job = _job()
     mutate(job)
     assert bool(_compact_errors(job)) is bool(validator.errors(job)), (_compact_errors(job), validator.errors(job))
 
 
-def test_stock_runtime_and_a_trainjob_pass_their_compact_schemas() -> None:
-    runtime_path = _crds() / "torch_distributed_runtime_v2.3.0.yaml"
+def test_stock_runtime_passes_its_compact_schema(crds_dir: Path) -> None:
+    runtime_path = crds_dir / "torch_distributed_runtime_v2.3.0.yaml"
     runtime = yaml.safe_load(runtime_path.read_text(encoding="utf-8"))
     schema = compact.load("clustertrainingruntimes.trainer.kubeflow.org.json")
     root = schema.root(runtime["apiVersion"], runtime["kind"])

@@ -351,27 +351,31 @@ def test_converted_schema_is_valid_2020_12(pytorchjob_validator: CrdValidator) -
 
 
 def test_crd_conversion_is_cached(pytorchjob_validator: CrdValidator) -> None:
-    source = Path(pytorchjob_validator.source)
-    assert CrdValidator.from_file(source) is pytorchjob_validator
     assert crdcheck.pytorchjob_validator() is pytorchjob_validator
-    assert CrdValidator.from_file(source, strict=False) is not pytorchjob_validator
+    assert crdcheck.pytorchjob_validator(strict=False) is not pytorchjob_validator
 
 
-def test_lenient_mode_lets_unknown_fields_through(pytorchjob_validator: CrdValidator) -> None:
+def test_upstream_crd_conversion_is_cached(crds_dir: Path) -> None:
+    validator = CrdValidator.from_file(crds_dir / crdcheck.PYTORCHJOB_CRD)
+    assert CrdValidator.from_file(crds_dir / crdcheck.PYTORCHJOB_CRD) is validator
+    assert crdcheck.pytorchjob_validator() is validator
+
+
+def test_lenient_mode_lets_unknown_fields_through() -> None:
     # This is what the API server does by default (prune and warn): why we run strict.
     job = valid_job()
     container(job)["imagee"] = "x:2"
-    lenient = CrdValidator.from_file(pytorchjob_validator.source, strict=False)
-    assert lenient.errors(job) == []
+    assert crdcheck.pytorchjob_validator(strict=False).errors(job) == []
 
 
-def test_load_and_validation_stay_fast(check_manifest: Checker, pytorchjob_validator: CrdValidator) -> None:
+def test_load_and_validation_stay_fast(crds_dir: Path, check_manifest: Checker) -> None:
     """Generous bounds (about 20x the measured times) that still catch a lost cache:
     re-converting the CRD on every call would cost ~0.1 s per manifest."""
+    source = crds_dir / crdcheck.PYTORCHJOB_CRD
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     start = time.perf_counter()
-    with open(pytorchjob_validator.source, encoding="utf-8") as handle:
-        CrdValidator(yaml.load(handle, Loader=loader), source=pytorchjob_validator.source)
+    with open(source, encoding="utf-8") as handle:
+        CrdValidator(yaml.load(handle, Loader=loader), source=str(source))
     load_seconds = time.perf_counter() - start
 
     job = valid_job()
@@ -386,12 +390,22 @@ def test_load_and_validation_stay_fast(check_manifest: Checker, pytorchjob_valid
     assert per_manifest < 0.02
 
 
-def test_missing_crds_raise_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv(crdcheck.CRDS_ENV, str(tmp_path / "absent"))
+def test_without_the_crds_the_shipped_schema_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(crdcheck.CRDS_ENV, raising=False)
     assert crdcheck.crd_dir() is None
-    with pytest.raises(CrdUnavailable, match=r"set ELASTIC_COMPILE_CRDS or provide \.\./shared/crds"):
-        crdcheck.check_manifest(valid_job())
+    validator = crdcheck.pytorchjob_validator()
+    assert Path(validator.source).name == crdcheck.PYTORCHJOB_COMPACT
+    assert validator.errors(valid_job()) == []
+    job = valid_job()
+    container(job)["imagee"] = "x"
+    assert validator.errors(job) == [f"{CONTAINER0}.imagee: unknown field"]
 
+
+def test_a_wrong_crd_directory_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A CI job that means to test against the upstream CRDs must not fall back silently.
+    monkeypatch.setenv(crdcheck.CRDS_ENV, str(tmp_path / "absent"))
+    with pytest.raises(CrdUnavailable, match=r"ELASTIC_COMPILE_CRDS=.*absent is not a directory"):
+        crdcheck.check_manifest(valid_job())
     monkeypatch.setenv(crdcheck.CRDS_ENV, str(tmp_path))
     assert crdcheck.crd_dir() == tmp_path
     with pytest.raises(CrdUnavailable, match="does not exist"):

@@ -4,7 +4,8 @@ Three layers, each catching what the others cannot (reference: tooling.md §1 an
 kubeflow-pytorchjob.md §3 and §7):
 
 * :class:`CrdValidator` checks a custom resource against its CRD's ``openAPIV3Schema``,
-  converted to JSON Schema 2020-12. In strict mode it rejects unknown fields the way
+  converted to JSON Schema 2020-12: the upstream CRD from ``$ELASTIC_COMPILE_CRDS``, or
+  without it the compact schema the package ships. In strict mode it rejects unknown fields the way
   ``kubectl --validate=strict`` does; the API server's default is to prune them with a
   warning, so without this a typo such as ``imagee`` vanishes silently.
 * ``targets.pytorchjob.checks.webhook_errors`` re-implements the training-operator v1.9.4 validating webhook
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CORE_KUBERNETES_VERSION",
     "CRDS_ENV",
+    "PYTORCHJOB_COMPACT",
     "PYTORCHJOB_CRD",
     "CrdUnavailable",
     "CrdValidator",
@@ -55,6 +57,8 @@ __all__ = [
 
 CRDS_ENV: Final = "ELASTIC_COMPILE_CRDS"
 PYTORCHJOB_CRD: Final = "kubeflow.org_pytorchjobs.yaml"
+#: The compact schema shipped in the package, used when the upstream CRD is not at hand.
+PYTORCHJOB_COMPACT: Final = "pytorchjobs.kubeflow.org.json"
 
 # The cluster version we validate core kinds against. kubernetes-validate bundles
 # 1.25-1.37; when a future release drops 1.33 we fall back to its newest (tooling.md §1).
@@ -93,24 +97,26 @@ class CrdUnavailable(RuntimeError):
 
 
 def crd_dir() -> Path | None:
-    """Directory holding the CRD files, or None when there is none.
+    """The directory ``$ELASTIC_COMPILE_CRDS`` names, or None when it is unset.
 
-    ``$ELASTIC_COMPILE_CRDS`` wins when set. Otherwise ``../shared/crds`` next to this
-    repository checkout: the CRDs are shared reference data and are never copied into
-    the project.
+    The upstream CRD files are reference data that a clone does not carry; without them the
+    PyTorchJob is checked against the compact schema the package ships.
     """
     env = os.environ.get(CRDS_ENV)
-    # parents[2] is the repository checkout (elastic_compile/core/crdcheck.py).
-    path = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "crds"
-    return path if path.is_dir() else None
+    return Path(env) if env else None
 
 
-def _crd_file(name: str) -> Path:
+def _crd_file(name: str) -> Path | None:
+    """The upstream CRD file ``name``; None when ``$ELASTIC_COMPILE_CRDS`` is unset.
+
+    Set but wrong is an error: a CI job that means to test against the upstream CRDs must
+    not silently fall back to the compact schema.
+    """
     directory = crd_dir()
     if directory is None:
-        env = os.environ.get(CRDS_ENV)
-        where = f"{CRDS_ENV}={env} is not a directory" if env else f"{CRDS_ENV} is not set"
-        raise CrdUnavailable(f"PyTorchJob CRD not found: set {CRDS_ENV} or provide ../shared/crds ({where})")
+        return None
+    if not directory.is_dir():
+        raise CrdUnavailable(f"{CRDS_ENV}={directory} is not a directory")
     path = directory / name
     if not path.is_file():
         raise CrdUnavailable(f"PyTorchJob CRD not found: {path} does not exist")
@@ -493,8 +499,26 @@ def _load_validator(path: str, strict: bool) -> CrdValidator:
 
 
 def pytorchjob_validator(strict: bool = True) -> CrdValidator:
-    """The cached validator for the PyTorchJob CRD; raises :class:`CrdUnavailable`."""
-    return CrdValidator.from_file(_crd_file(PYTORCHJOB_CRD), strict=strict)
+    """The cached validator for the PyTorchJob CRD.
+
+    The upstream CRD from ``$ELASTIC_COMPILE_CRDS`` when that is set (raises
+    :class:`CrdUnavailable` when it is wrong), otherwise the compact schema the package ships
+    (``schema/compact/pytorchjobs.kubeflow.org.json``, generated from that CRD and compared
+    with it by a test), turned back into OpenAPI and judged by jsonschema: an engine of its
+    own, not the compiler's validator.
+    """
+    path = _crd_file(PYTORCHJOB_CRD)
+    if path is None:
+        return _compact_validator(PYTORCHJOB_COMPACT, strict)
+    return CrdValidator.from_file(path, strict=strict)
+
+
+@functools.lru_cache(maxsize=8)
+def _compact_validator(name: str, strict: bool) -> CrdValidator:
+    from elastic_compile.schema import compact  # the schema layer: imported only for this fallback
+
+    schema = compact.load(name)
+    return CrdValidator(schema.to_crd(), strict=strict, source=str(compact.COMPACT_DIR / name))
 
 
 # --------------------------------------------------------------- helpers
@@ -634,7 +658,7 @@ def check_manifest(doc: Mapping[str, Any]) -> list[str]:
     A PyTorchJob goes through the strict CRD schema, the webhook rules and traps, strict
     ObjectMeta, and each replica's pod template against the core PodTemplateSpec. Core
     kinds go through :func:`core_errors`. Raises :class:`CrdUnavailable` for a
-    PyTorchJob when the CRD files are absent.
+    PyTorchJob when ``$ELASTIC_COMPILE_CRDS`` is set but does not hold the CRD.
     """
     if doc.get("kind") == "PyTorchJob":
         errors = pytorchjob_validator(strict=True).errors(doc)

@@ -51,7 +51,7 @@ from typing import Any, Final
 
 from elastic_compile.core.loader import dotted
 from elastic_compile.core.pattern import pattern_matches
-from elastic_compile.core.quantity import is_quantity
+from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity
 
 #: Where the compact schemas live (package data).
 COMPACT_DIR: Final = Path(__file__).with_name("compact")
@@ -61,6 +61,19 @@ CORE_FILE: Final = "k8s-core.json"
 Loc = tuple[str | int, ...]
 Problem = tuple[Loc, str]
 Node = Mapping[str, Any]
+
+#: Keywords the compact form keeps under their OpenAPI names.
+OPENAPI_SAME: Final = (
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "pattern",
+)
 
 INT_RANGES: Final = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 
@@ -133,6 +146,57 @@ class CompactSchema:
     def definition(self, name: str) -> Node:
         """The node of a named definition (``KeyError`` when the file has none)."""
         return self.definitions[name]
+
+    def to_openapi(self, node: Node) -> dict[str, Any]:
+        """``node`` as an OpenAPI v3 schema again, as a CRD would carry it (references inlined).
+
+        What it gives back is what the compact form kept, so a validator of CRD schemas
+        (``core.crdcheck``) can judge documents against a shipped compact schema with an
+        engine of its own.
+        """
+        node = self._resolve(node)
+        kind = node.get("kind")
+        out: dict[str, Any] = {}
+        if kind in ("quantity", "int-or-string"):
+            out = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+            if kind == "quantity":
+                out["pattern"] = QUANTITY_PATTERN
+        for key in ("type", "format", "enum", *OPENAPI_SAME, "nullable"):
+            if key in node:
+                out[key] = node[key]
+        if "properties" in node:
+            out["properties"] = {k: self.to_openapi(v) for k, v in node["properties"].items()}
+        if "values" in node:
+            out["additionalProperties"] = self.to_openapi(node["values"])
+        if node.get("open"):
+            out["x-kubernetes-preserve-unknown-fields"] = True
+        if "items" in node:
+            out["items"] = self.to_openapi(node["items"])
+            if "mapKeys" in node:
+                out["x-kubernetes-list-type"] = "map"
+                out["x-kubernetes-list-map-keys"] = list(node["mapKeys"])
+                for key, default in node.get("keyDefaults", {}).items():
+                    out["items"].setdefault("properties", {}).setdefault(key, {})["default"] = default
+            elif node.get("set"):
+                out["x-kubernetes-list-type"] = "set"
+        if "required" in node:
+            out["required"] = list(node["required"])
+        return out
+
+    def to_crd(self) -> dict[str, Any]:
+        """A CustomResourceDefinition serving each root of this file (for ``core.crdcheck``)."""
+        versions = []
+        group, kind = "", ""
+        for key, root in self.roots.items():
+            api_version, kind = key.split(" ", 1)
+            group, _, version = api_version.rpartition("/")
+            versions.append({"name": version, "served": True, "schema": {"openAPIV3Schema": self.to_openapi(root)}})
+        return {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": self.meta.get("crd", self.name)},
+            "spec": {"group": group, "names": {"kind": kind}, "versions": versions},
+        }
 
     # ------------------------------------------------------------------ validation
 

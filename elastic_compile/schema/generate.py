@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from elastic_compile.core.quantity import QUANTITY_PATTERN
-from elastic_compile.schema.compact import COMPACT_DIR, CORE_FILE, INT_RANGES
+from elastic_compile.schema.compact import COMPACT_DIR, CORE_FILE, INT_RANGES, OPENAPI_SAME
 
 CRDS_ENV: Final = "ELASTIC_COMPILE_CRDS"
 
@@ -69,18 +69,6 @@ CRDS: Final = (
 # A repeated subtree is written once when its JSON is at least this long: below it a
 # reference ({"ref": "<its path>"}) saves nothing.
 _MIN_SHARED: Final = 120
-
-_COPIED: Final = (
-    "minimum",
-    "maximum",
-    "minLength",
-    "maxLength",
-    "minItems",
-    "maxItems",
-    "minProperties",
-    "maxProperties",
-    "pattern",
-)
 
 
 def dump(data: Mapping[str, Any]) -> str:
@@ -152,7 +140,7 @@ def _scalars(node: Mapping[str, Any], out: dict[str, Any]) -> None:
         out["format"] = node["format"]
     if "enum" in node:
         out["enum"] = [v for v in node["enum"] if v is not None]
-    for key in _COPIED:
+    for key in OPENAPI_SAME:
         if key in node:
             out[key] = node[key]
 
