@@ -19,6 +19,12 @@ EXAMPLE = str(ROOT / "examples" / "ddp-2x8-gpu.yaml")
 MINIMAL = str(ROOT / "examples" / "minimal.yaml")
 
 
+@pytest.fixture(autouse=True)
+def _in_a_working_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # -o and --check stay inside the working tree: tmp_path stands for the user's.
+    monkeypatch.chdir(tmp_path)
+
+
 def test_stdout_is_the_pytorchjob(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([EXAMPLE]) == 0
     out, err = capsys.readouterr()
@@ -50,7 +56,13 @@ def test_output_directory_and_check(tmp_path: Path, capsys: pytest.CaptureFixtur
     base = tmp_path / "base"
     assert main([EXAMPLE, "-t", "all", "-o", str(base)]) == 0
     names = sorted(p.name for p in base.iterdir())
-    assert names == ["kustomization.yaml", "openapi.json", "podtemplate.yaml", "pytorchjob.yaml"]
+    assert names == [
+        ".elastic-compile-owned",
+        "kustomization.yaml",
+        "openapi.json",
+        "podtemplate.yaml",
+        "pytorchjob.yaml",
+    ]
     assert main([EXAMPLE, "-t", "all", "-o", str(base), "--check"]) == 0
     assert capsys.readouterr().out == ""
     (base / "pytorchjob.yaml").write_text((base / "pytorchjob.yaml").read_text().replace("'8'", "'4'"))
@@ -73,7 +85,7 @@ def test_check_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_spec_in_a_batch_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     assert main([EXAMPLE, MINIMAL, "-o", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["llm-finetune", "minimal"]
+    assert sorted(p.name for p in out.iterdir()) == [".elastic-compile-owned", "llm-finetune", "minimal"]
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nimage: x\n")

@@ -24,7 +24,13 @@ WORKSPACE = "../" + "shared"
 def _tracked() -> list[Path]:
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: the tracked files are unknown")
-    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+    # Tracked files and new ones not ignored: what the next commit (and so a clone) holds.
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    )
     return [ROOT / name for name in out.stdout.decode().split("\0") if name]
 
 

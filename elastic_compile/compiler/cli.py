@@ -51,8 +51,9 @@ def _parser() -> argparse.ArgumentParser:
         "--output",
         type=Path,
         metavar="DIR",
-        help="write one file per resource and a kustomization.yaml into DIR, atomically "
-        "(several specs: one DIR/<name>/ each)",
+        help="write one file per resource and a kustomization.yaml into DIR, all or nothing (several specs: "
+        "one DIR/<name>/ each, DIR/<namespace>/<name>/ when two share a name); replaces and removes only "
+        f"the files it wrote, which {output.MANIFEST} lists",
     )
     p.add_argument(
         "--check",
@@ -68,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
         help="print the resolved spec: every value, default and where it came from",
     )
     p.add_argument("--templates", type=Path, metavar="DIR", help="templates that replace the built-in ones")
+    p.add_argument(
+        "--root",
+        type=Path,
+        metavar="DIR",
+        help="-o and --check read and write only inside DIR, never through a symbolic link leading out of it "
+        "(default: the git working tree of the current directory, else the current directory)",
+    )
     p.add_argument("--strict", action="store_true", help="treat lint warnings as errors (exit 2, nothing written)")
     p.add_argument(
         "--ignore", action="append", default=[], metavar="CODE", help="silence lint CODE, e.g. EC104 (repeatable)"
@@ -107,7 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except output.WriteError as e:
         if debug:
             raise
-        print(f"elastic-compile: error: {e}", file=sys.stderr)
+        for line in e.lines:
+            print(f"elastic-compile: error: {line}", file=sys.stderr)
         return EXIT_INPUT
     except Exception as e:
         if debug:
@@ -160,15 +169,21 @@ def _compile(ns: argparse.Namespace) -> int:
 
         sys.stdout.write("".join(explain(c) for c in compiled))
         return EXIT_OK
+    boundary = output.default_boundary(ns.root)
     if ns.output is not None:
-        files = output.directory_files(compiled, ns.format, several=len(compiled) > 1)
+        files = output.directory_files(compiled, ns.format)
         if ns.check is not None:
-            return _report_drift(output.diff_directory(ns.output, files))
-        output.write_directory(ns.output, files)
+            diff, foreign = output.diff_directory(ns.output, files, boundary=boundary, specs=ns.specs)
+            if foreign:
+                # Named, never read: they are not ours, so never drift either.
+                shown = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more" if len(foreign) > 10 else "")
+                print(f"elastic-compile: note: not written by elastic-compile, left alone: {shown}", file=sys.stderr)
+            return _report_drift(diff)
+        output.write_directory(ns.output, files, boundary=boundary, specs=ns.specs)
         return EXIT_OK
     text = output.stream_text(compiled, ns.format)
     if ns.check:
-        return _report_drift(output.diff_file(Path(ns.check), text))
+        return _report_drift(output.diff_file(Path(ns.check), text, boundary=boundary))
     if ns.check is not None:
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", "--check needs -o DIR or a FILE")])
     sys.stdout.write(text)

@@ -148,7 +148,10 @@ def test_a_custom_template_is_held_to_flyteidl_shape(tmp_path: Path) -> None:
     )
 
 
-def test_directory_kustomization_lists_only_kubernetes_resources(write_spec: Any, tmp_path: Path) -> None:
+def test_directory_kustomization_lists_only_kubernetes_resources(
+    write_spec: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "out"
     assert main([str(write_spec(nnodes=2)), "-t", "all", "-o", str(out)]) == 0
     assert (out / "flyte-task.yaml").is_file()

@@ -1,10 +1,11 @@
-"""Nothing half-written: ``-o DIR`` either replaces DIR completely or leaves it exactly as it was.
+"""Nothing half-written: ``-o DIR`` either writes every file or leaves DIR exactly as it was.
 
-``output.write_directory`` writes into a temporary sibling and renames it into place. Each
-test first writes a known previous output, then makes a later run fail at a different
-point (a bad spec in a batch, a template that raises or emits invalid YAML for the second
-target, a full disk mid-write, a failing final rename, an immutable or read-only target)
-and checks that the previous bytes are untouched and no temporary sibling is left.
+``output.write_directory`` writes each new file to a temporary file beside it, then renames
+them into place, keeping each old file as a hard link until the end. Each test first writes
+a known previous output, then makes a later run fail at a different point (a bad spec in a
+batch, a template that raises or emits invalid YAML for the second target, a full disk
+mid-write, a failing rename or link, an immutable or read-only target) and checks that
+the previous bytes are untouched and no temporary file is left.
 
 We run as root, so permission bits stop nothing: the read-only cases use ``chattr +i``
 (ext4 here) and a read-only bind mount in a private mount namespace (``unshare -m``).
@@ -15,11 +16,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,19 +40,27 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def leftovers(parent: Path) -> list[str]:
-    """Hidden entries next to the output: staging and backup directories that outlived a run."""
-    return sorted(p.name for p in parent.iterdir() if p.name.startswith("."))
+def leftovers(root: Path) -> list[str]:
+    """Temporary files of ours (new files and kept old ones) that outlived a run, anywhere under ``root``."""
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if re.search(r"\.elastic-compile-(new|old)-", p.name)
+    )
 
 
 @pytest.fixture
-def previous(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, dict[str, bytes]]:
-    """``tmp_path/out/base`` holding a good earlier output of minimal.yaml, and its snapshot."""
+def previous(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, dict[str, bytes]]:
+    """``tmp_path/out/base`` holding a good earlier output of minimal.yaml, and its snapshot.
+
+    The tests run in ``tmp_path`` (the working tree ``-o`` must stay inside).
+    """
+    monkeypatch.chdir(tmp_path)
     target = tmp_path / "out" / "base"
     assert main([MINIMAL, "-t", "all", "-o", str(target)]) == 0
     capsys.readouterr()
     before = snapshot(target)
-    assert "pytorchjob.yaml" in before
+    assert {"pytorchjob.yaml", "podtemplate.yaml", output.MANIFEST} <= set(before)
     return target, before
 
 
@@ -67,7 +78,10 @@ def _assert_untouched(target: Path, before: dict[str, bytes]) -> None:
     assert leftovers(target.parent) == []
 
 
-def test_bad_second_spec_in_a_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_second_spec_in_a_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     target = tmp_path / "out"
     assert main([EXAMPLE, MINIMAL, "-o", str(target)]) == 0
     before = snapshot(target)
@@ -121,50 +135,108 @@ def test_template_fails_only_for_the_second_spec_of_a_batch(
     _assert_untouched(target, before)
 
 
+def _failing(real: Callable[..., Any], fail_on: int, calls: list[str]) -> Callable[..., Any]:
+    """``real``, except that call number ``fail_on`` raises EIO (every call is recorded)."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls.append(str(args[0]))
+        if len(calls) == fail_on:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(*args, **kwargs)
+
+    return wrapper
+
+
 def test_disk_full_while_writing_the_second_file(
     previous: tuple[Path, dict[str, bytes]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target, before = previous
-    real_write_text = Path.write_text
-    calls = {"n": 0}
+    real = output._write_new
+    calls: list[str] = []
 
-    def write_text(self: Path, *args: object, **kwargs: object) -> int:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
-        return real_write_text(self, *args, **kwargs)  # type: ignore[arg-type]
+    def write_new(parent: int, name: str, data: bytes) -> str:
+        calls.append(name)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(parent, name, data)
 
-    monkeypatch.setattr(Path, "write_text", write_text)
+    monkeypatch.setattr(output, "_write_new", write_new)
     assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 2
-    assert "No space left on device" in capsys.readouterr().err
-    assert calls["n"] == 2
+    assert capsys.readouterr().err == (
+        f"elastic-compile: error: cannot write {target}/pytorchjob.yaml: No space left on device\n"
+    )
+    # kustomization.yaml, openapi.json and the manifest are the same for both specs: not rewritten.
+    assert calls == ["podtemplate.yaml", "pytorchjob.yaml"]
+    _assert_untouched(target, before)
+
+
+@pytest.mark.parametrize("fail_on", [1, 2])
+def test_a_failing_rename_puts_every_file_back(
+    previous: tuple[Path, dict[str, bytes]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    fail_on: int,
+) -> None:
+    """The Nth rename into place fails: the files already renamed get their old bytes back."""
+    target, before = previous
+    calls: list[str] = []
+    monkeypatch.setattr(output.os, "rename", _failing(os.rename, fail_on, calls))
+    assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 2
+    assert "Input/output error" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert len(calls) >= fail_on
+    _assert_untouched(target, before)
+
+
+@pytest.mark.parametrize("fail_on", [1, 2])
+def test_a_failing_link_puts_every_file_back(
+    previous: tuple[Path, dict[str, bytes]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    fail_on: int,
+) -> None:
+    """Keeping an old file (a hard link) fails midway: nothing changes."""
+    target, before = previous
+    calls: list[str] = []
+    monkeypatch.setattr(output.os, "link", _failing(os.link, fail_on, calls))
+    assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 2
+    assert "Input/output error" in capsys.readouterr().err
     monkeypatch.undo()
     _assert_untouched(target, before)
 
 
-@pytest.mark.parametrize("which", ["old-target-aside", "staging-into-place"])
-def test_a_failing_rename(
-    previous: tuple[Path, dict[str, bytes]],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    which: str,
+def test_removing_a_stale_file_fails(
+    previous: tuple[Path, dict[str, bytes]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """-t pytorchjob after -t all removes podtemplate.yaml; when that fails, the new files go too."""
     target, before = previous
-    real_rename = os.rename
-
-    def rename(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        moving_old = Path(src) == target
-        moving_new = Path(dst) == target and Path(src).name.startswith(f".{target.name}.")
-        if (which == "old-target-aside" and moving_old) or (which == "staging-into-place" and moving_new):
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        real_rename(src, dst)
-
-    monkeypatch.setattr(output.os, "rename", rename)
-    assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 2
-    assert "Input/output error" in capsys.readouterr().err
+    calls: list[str] = []
+    monkeypatch.setattr(output.os, "unlink", _failing(os.unlink, 1, calls))
+    assert main([EXAMPLE, "-o", str(target)]) == 2
+    assert capsys.readouterr().err == (
+        f"elastic-compile: error: cannot write {target}/podtemplate.yaml: Input/output error\n"
+    )
     monkeypatch.undo()
-    assert snapshot(target) == before  # kept, or moved back
-    assert leftovers(target.parent) == []
+    _assert_untouched(target, before)
+
+
+def test_a_new_subdirectory_is_removed_on_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "deploy"
+    target.mkdir()
+    (target / "prod").mkdir()
+    (target / "prod" / "kustomization.yaml").write_text("resources: [../llm-finetune]\n")
+    before = snapshot(target)
+    calls: list[str] = []
+    # New files are put in place with link(), which never replaces anything: the 4th of 7 fails.
+    monkeypatch.setattr(output.os, "link", _failing(os.link, 4, calls))
+    assert main([EXAMPLE, MINIMAL, "-o", str(target)]) == 2
+    capsys.readouterr()
+    monkeypatch.undo()
+    assert snapshot(target) == before
+    assert sorted(p.name for p in target.iterdir()) == ["prod"], "the new base directories are gone"
 
 
 # --------------------------------------------------------------------------- real read-only targets
@@ -205,37 +277,31 @@ def test_immutable_target_directory(
     with immutable(target):
         assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 2
         err = capsys.readouterr().err
-    assert err == f"elastic-compile: error: cannot write {target}: Operation not permitted\n"
-    assert snapshot(target) == before
+    assert err == f"elastic-compile: error: cannot write {target}/podtemplate.yaml: Operation not permitted\n"
+    _assert_untouched(target, before)
 
 
-def test_immutable_target_directory_leaves_no_temporary_sibling(previous: tuple[Path, dict[str, bytes]]) -> None:
-    target, _ = previous
-    with immutable(target):
-        assert main([EXAMPLE, "-o", str(target)]) == 2
-    assert leftovers(target.parent) == []
-
-
-def test_immutable_parent_directory(
+def test_immutable_parent_directory_does_not_matter(
     previous: tuple[Path, dict[str, bytes]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    target, before = previous
+    """Only DIR is written (its temporary files live inside it): an immutable parent changes nothing."""
+    target, _ = previous
     with immutable(target.parent):
-        assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 2
-        assert "Operation not permitted" in capsys.readouterr().err
-        _assert_untouched(target, before)
+        assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 0
+    assert capsys.readouterr().err == ""
+    assert "llm-finetune" in (target / "pytorchjob.yaml").read_text()
+    assert leftovers(target) == []
 
 
-def test_undeletable_old_file_is_not_left_silently(
-    previous: tuple[Path, dict[str, bytes]], capsys: pytest.CaptureFixture[str]
-) -> None:
-    target, _ = previous
+def test_immutable_old_file(previous: tuple[Path, dict[str, bytes]], capsys: pytest.CaptureFixture[str]) -> None:
+    """An old file that cannot be replaced: every other file keeps its old bytes too."""
+    target, before = previous
     with immutable(target / "pytorchjob.yaml"):
-        code = main([EXAMPLE, "-o", str(target)])
+        code = main([EXAMPLE, "-t", "all", "-o", str(target)])
         err = capsys.readouterr().err
-    _MADE_IMMUTABLE.extend(target.parent.rglob("pytorchjob.yaml"))  # the old file moved into the backup
-    assert code == 0
-    assert leftovers(target.parent) == [] or "warning" in err, leftovers(target.parent)
+    assert code == 2
+    assert err == f"elastic-compile: error: cannot write {target}/pytorchjob.yaml: Operation not permitted\n"
+    _assert_untouched(target, before)
 
 
 def _unshare_available() -> bool:
@@ -260,9 +326,39 @@ def test_read_only_bind_mount(previous: tuple[Path, dict[str, bytes]], mounted: 
         text=True,
         timeout=60,
         check=False,
+        cwd=target.parent.parent,
     )
     assert run.returncode == 2, run.stderr
-    assert run.stderr.startswith(f"elastic-compile: error: cannot write {target}: ")
-    assert "Traceback" not in run.stderr and run.stdout == ""
-    assert snapshot(target) == before
-    assert leftovers(target.parent) == []
+    assert run.stderr == f"elastic-compile: error: cannot write {target}/podtemplate.yaml: Read-only file system\n"
+    assert run.stdout == ""
+    _assert_untouched(target, before)
+
+
+def test_a_full_filesystem_for_real(tmp_path: Path) -> None:
+    """A 64 KiB tmpfs: the previous output fits, the larger one does not. Nothing changes."""
+    if not _unshare_available():
+        pytest.skip("unshare -m with mount is not permitted here (needs CAP_SYS_ADMIN)")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    big = tmp_path / "big.yaml"
+    env = "".join(f"  V{i}: {'x' * 1000}\n" for i in range(100))
+    big.write_text(f"name: big\nimage: x:1\ncommand: [python, t.py]\nenv:\n{env}")
+    cli = [sys.executable, "-m", "elastic_compile.compiler.cli"]
+    script = (
+        'mount -t tmpfs -o size=64k none "$1" && cd "$1" && mkdir work && cd work && '
+        '"$2" -m elastic_compile.compiler.cli "$3" -t all -o base && '
+        "sha256sum base/* base/.elastic-compile-owned > ../before && "
+        '{ "$2" -m elastic_compile.compiler.cli "$4" -t all -o base; echo "exit $?"; } && '
+        "sha256sum base/* base/.elastic-compile-owned | cmp - ../before && ls -A base"
+    )
+    run = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "sh", str(mnt), cli[0], MINIMAL, str(big)],
+        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "exit 2" in run.stdout
+    assert run.stderr.startswith("elastic-compile: error: cannot write base/")
+    assert run.stderr.endswith(": No space left on device\n")
+    assert run.stdout.split("exit 2\n")[1].split() == sorted(
+        [".elastic-compile-owned", "kustomization.yaml", "openapi.json", "podtemplate.yaml", "pytorchjob.yaml"]
+    )

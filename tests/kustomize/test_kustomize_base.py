@@ -129,7 +129,7 @@ def test_replica_specs_are_a_map() -> None:
 
 def test_kustomization_lists_kubernetes_objects_and_the_openapi_file() -> None:
     compiled = compile_text(FLYTE_SPEC, targets=(ALL,))
-    files = output.directory_files([compiled], "yaml", several=False)
+    files = output.directory_files([compiled], "yaml")
     assert sorted(files) == [
         "flyte-task.yaml",
         "kustomization.yaml",
@@ -151,7 +151,7 @@ def test_kustomization_lists_kubernetes_objects_and_the_openapi_file() -> None:
 
 def test_json_format_keeps_yaml_kustomization() -> None:
     """kustomize only reads kustomization.yaml (or .yml, or Kustomization); resources may be JSON."""
-    files = output.directory_files([compile_text(FLYTE_SPEC)], "json", several=False)
+    files = output.directory_files([compile_text(FLYTE_SPEC)], "json")
     assert sorted(files) == ["kustomization.yaml", "openapi.json", "pytorchjob.json"]
     assert yaml.safe_load(files["kustomization.yaml"])["resources"] == ["pytorchjob.json"]
 

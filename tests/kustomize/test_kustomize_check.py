@@ -56,34 +56,35 @@ def test_check_directory_end_to_end(tmp_path: Path) -> None:
     spec = tmp_path / "elastic.yaml"
     spec.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
     base = tmp_path / "deploy" / "base"
-    written = _run(spec, "-t", "all", "-o", base)
+    written = _run(spec, "-t", "all", "-o", base, cwd=tmp_path)
     assert (written.returncode, written.stdout, written.stderr) == (0, "", "")
 
-    fresh = _run(spec, "-t", "all", "-o", base, "--check")
+    fresh = _run(spec, "-t", "all", "-o", base, "--check", cwd=tmp_path)
     assert (fresh.returncode, fresh.stdout, fresh.stderr) == (0, "", "")
 
-    # A hand edit, a stray file that a rewrite would delete, and a deleted file.
+    # A hand edit, a file of the user's (named, never shown, never drift), and a deleted file.
     job = base / "pytorchjob.yaml"
     job.write_text(job.read_text(encoding="utf-8").replace("replicas: 2", "replicas: 3"), encoding="utf-8")
     (base / "notes.txt").write_text("kept by hand\n", encoding="utf-8")
     (base / "openapi.json").unlink()
     before = _snapshot(tmp_path)
-    stale = _run(spec, "-t", "all", "-o", base, "--check")
+    stale = _run(spec, "-t", "all", "-o", base, "--check", cwd=tmp_path)
     assert stale.returncode == 1
     assert f"--- a/{base}/pytorchjob.yaml\n+++ b/{base}/pytorchjob.yaml\n" in stale.stdout
     assert "-      replicas: 3\n+      replicas: 2\n" in stale.stdout
-    assert f"--- a/{base}/notes.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-kept by hand\n" in stale.stdout
+    assert "notes.txt" not in stale.stdout and "kept by hand" not in stale.stdout + stale.stderr
+    assert f"left alone: {base}/notes.txt\n" in stale.stderr
     assert f"--- /dev/null\n+++ b/{base}/openapi.json\n" in stale.stdout
     assert "stale" in stale.stderr and "rerun without --check" in stale.stderr
     assert _snapshot(tmp_path) == before, "--check never writes"
 
-    # Writing brings it back in line; then a changed spec is drift again.
-    assert _run(spec, "-t", "all", "-o", base).returncode == 0
-    assert not (base / "notes.txt").exists()
-    assert _run(spec, "-t", "all", "-o", base, "--check").returncode == 0
+    # Writing brings it back in line (the user's file stays); then a changed spec is drift again.
+    assert _run(spec, "-t", "all", "-o", base, cwd=tmp_path).returncode == 0
+    assert (base / "notes.txt").read_text(encoding="utf-8") == "kept by hand\n"
+    assert _run(spec, "-t", "all", "-o", base, "--check", cwd=tmp_path).returncode == 0
     spec.write_text(spec.read_text(encoding="utf-8").replace("nnodes: 2", "nnodes: 4"), encoding="utf-8")
     before = _snapshot(tmp_path)
-    changed = _run(spec, "-t", "all", "-o", base, "--check")
+    changed = _run(spec, "-t", "all", "-o", base, "--check", cwd=tmp_path)
     assert changed.returncode == 1
     assert "-      replicas: 2\n+      replicas: 4\n" in changed.stdout
     assert "-    maxReplicas: 2\n" in changed.stdout and "+    maxReplicas: 4\n" in changed.stdout
@@ -92,7 +93,7 @@ def test_check_directory_end_to_end(tmp_path: Path) -> None:
 
 
 def test_check_missing_directory_is_drift(tmp_path: Path) -> None:
-    missing = _run(EXAMPLE, "-o", tmp_path / "nowhere", "--check")
+    missing = _run(EXAMPLE, "-o", tmp_path / "nowhere", "--check", cwd=tmp_path)
     assert missing.returncode == 1
     assert f"+++ b/{tmp_path}/nowhere/kustomization.yaml" in missing.stdout
     assert not (tmp_path / "nowhere").exists()
@@ -102,20 +103,20 @@ def test_check_several_specs(tmp_path: Path) -> None:
     other = tmp_path / "u.yaml"
     other.write_text(UNICODE_SPEC, encoding="utf-8")
     out = tmp_path / "out"
-    assert _run(EXAMPLE, other, "-o", out).returncode == 0
-    assert _run(EXAMPLE, other, "-o", out, "--check").returncode == 0
+    assert _run(EXAMPLE, other, "-o", out, cwd=tmp_path).returncode == 0
+    assert _run(EXAMPLE, other, "-o", out, "--check", cwd=tmp_path).returncode == 0
     # Dropping a spec from the command line would delete its base: that is drift too.
-    dropped = _run(EXAMPLE, "-o", out, "--check")
+    dropped = _run(EXAMPLE, "-o", out, "--check", cwd=tmp_path)
     assert dropped.returncode == 1 and f"--- a/{out}/unicode-job/pytorchjob.yaml\n+++ /dev/null" in dropped.stdout
 
 
 def test_check_file_end_to_end(tmp_path: Path) -> None:
     target = tmp_path / "job.yaml"
     target.write_text(_run(EXAMPLE).stdout, encoding="utf-8")
-    assert _run(EXAMPLE, "--check", target).returncode == 0
+    assert _run(EXAMPLE, "--check", target, cwd=tmp_path).returncode == 0
     target.write_text(target.read_text(encoding="utf-8").rstrip("\n"), encoding="utf-8")
     before = target.read_bytes()
-    stale = _run(EXAMPLE, "--check", target)
+    stale = _run(EXAMPLE, "--check", target, cwd=tmp_path)
     assert stale.returncode == 1
     assert "\\ No newline at end of file\n" in stale.stdout
     assert target.read_bytes() == before
@@ -146,8 +147,20 @@ def test_same_bytes_across_machines(tmp_path: Path) -> None:
         "TZ": "Pacific/Chatham",
     }
     one, two = tmp_path / "one", tmp_path / "two"
-    first = _run("u.yaml", EXAMPLE, "-t", "all", "-o", one, cwd=specs_dir, env=ascii_c)
-    second = _run(specs_dir / "u.yaml", os.path.relpath(EXAMPLE, ROOT), "-t", "all", "-o", two, cwd=ROOT, env=utf8)
+    # --root: the two working directories differ, the outputs lie in neither.
+    first = _run("u.yaml", EXAMPLE, "-t", "all", "-o", one, "--root", tmp_path, cwd=specs_dir, env=ascii_c)
+    second = _run(
+        specs_dir / "u.yaml",
+        os.path.relpath(EXAMPLE, ROOT),
+        "-t",
+        "all",
+        "-o",
+        two,
+        "--root",
+        tmp_path,
+        cwd=ROOT,
+        env=utf8,
+    )
     assert (first.returncode, first.stderr) == (0, "")
     assert (second.returncode, second.stderr) == (0, "")
 
@@ -155,7 +168,7 @@ def test_same_bytes_across_machines(tmp_path: Path) -> None:
         return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
     assert tree(one) == tree(two)
-    assert len(tree(one)) == 8  # two bases of four files
+    assert len(tree(one)) == 9  # two bases of four files, and the manifest
     assert "grüß dich".encode() in tree(one)["unicode-job/pytorchjob.yaml"]
 
 

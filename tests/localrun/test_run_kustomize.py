@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from run_helpers import ROOT, run, spec
+from run_helpers import run, spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("torch_installed")]
 
@@ -47,7 +47,7 @@ def test_overlay_manifest_runs_and_workers_see_the_added_env(tmp_path: Path, mar
     source.write_text(spec("overlaid", marker, body))
     compiled = subprocess.run(
         [sys.executable, "-m", "elastic_compile.compiler.cli", str(source), "-t", "all", "-o", str(tmp_path / "base")],
-        capture_output=True, text=True, check=False, timeout=60, cwd=ROOT,
+        capture_output=True, text=True, check=False, timeout=60, cwd=tmp_path,
     )  # fmt: skip
     assert compiled.returncode == 0, compiled.stderr
     (tmp_path / "overlay").mkdir()
