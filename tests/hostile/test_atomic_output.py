@@ -171,37 +171,22 @@ def test_disk_full_while_writing_the_second_file(
 
 
 @pytest.mark.parametrize("fail_on", [1, 2])
-def test_a_failing_rename_puts_every_file_back(
+@pytest.mark.parametrize("call", ["rename", "link"])
+def test_a_failing_rename_or_link_puts_every_file_back(
     previous: tuple[Path, dict[str, bytes]],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    call: str,
     fail_on: int,
 ) -> None:
-    """The Nth rename into place fails: the files already renamed get their old bytes back."""
+    """The Nth rename into place (or hard link keeping an old file) fails: every file keeps its old bytes."""
     target, before = previous
     calls: list[str] = []
-    monkeypatch.setattr(output.os, "rename", _failing(os.rename, fail_on, calls))
+    monkeypatch.setattr(output.os, call, _failing(getattr(os, call), fail_on, calls))
     assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 2
     assert "Input/output error" in capsys.readouterr().err
     monkeypatch.undo()
     assert len(calls) >= fail_on
-    _assert_untouched(target, before)
-
-
-@pytest.mark.parametrize("fail_on", [1, 2])
-def test_a_failing_link_puts_every_file_back(
-    previous: tuple[Path, dict[str, bytes]],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    fail_on: int,
-) -> None:
-    """Keeping an old file (a hard link) fails midway: nothing changes."""
-    target, before = previous
-    calls: list[str] = []
-    monkeypatch.setattr(output.os, "link", _failing(os.link, fail_on, calls))
-    assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 2
-    assert "Input/output error" in capsys.readouterr().err
-    monkeypatch.undo()
     _assert_untouched(target, before)
 
 
