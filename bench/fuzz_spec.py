@@ -74,9 +74,9 @@ from elastic_compile.compiler import lint  # noqa: E402
 from elastic_compile.compiler.output import stream_text  # noqa: E402
 from elastic_compile.compiler.pipeline import compile_text  # noqa: E402
 from elastic_compile.core import crdcheck  # noqa: E402
-from elastic_compile.core.emit import plain  # noqa: E402
+from elastic_compile.core.emit import plain, reference_yaml  # noqa: E402
 from elastic_compile.core.errors import CompileError, SpecError  # noqa: E402
-from elastic_compile.core.loader import load_text  # noqa: E402
+from elastic_compile.core.loader import load_text, pure_python  # noqa: E402
 from elastic_compile.core.scalars import SourceFloat, SourceInt  # noqa: E402
 from elastic_compile.schema import ElasticSpec  # noqa: E402
 
@@ -85,12 +85,14 @@ TARGETS = ("pytorchjob", "podtemplate")
 # Classes of outcome. The first three are fine; the rest are defects and must stay at 0.
 ACCEPTED, REJECTED, PASSTHROUGH = "accepted", "rejected", "pod_template_passthrough"
 UNCAUGHT, UNLOCATED, INVALID_OUTPUT, COMPILE_ERROR = "uncaught", "unlocated", "invalid_output", "compile_error"
-DEFECTS = (UNCAUGHT, UNLOCATED, INVALID_OUTPUT, COMPILE_ERROR)
+BACKEND_MISMATCH = "backend_mismatch"
+DEFECTS = (UNCAUGHT, UNLOCATED, INVALID_OUTPUT, COMPILE_ERROR, BACKEND_MISMATCH)
 LABELS = {
     UNCAUGHT: "uncaught exceptions",
     UNLOCATED: "unlocated rejections",
     INVALID_OUTPUT: "invalid accepted outputs",
     COMPILE_ERROR: "compile errors",
+    BACKEND_MISMATCH: "libyaml/pure-Python parser or fast/PyYAML emitter disagreements",
 }
 
 # A case slower than this is listed in the report (the CLI promises well under a second).
@@ -971,9 +973,46 @@ def _located(problems: Sequence[Any]) -> bool:
     )
 
 
+def _node_tree(node: Any, seen: dict[int, int] | None = None) -> Any:
+    """A node tree as comparable data: tags, values, styles and start marks (aliases by number)."""
+    seen = {} if seen is None else seen
+    if id(node) in seen:
+        return ("alias", seen[id(node)])
+    seen[id(node)] = len(seen)
+    mark = (node.start_mark.line, node.start_mark.column)
+    if isinstance(node.value, str):
+        return (node.tag, node.value, node.style, mark, (node.end_mark.line, node.end_mark.column))
+    if node.value and isinstance(node.value[0], tuple):
+        return (node.tag, mark, [(_node_tree(k, seen), _node_tree(v, seen)) for k, v in node.value])
+    return (node.tag, mark, [_node_tree(item, seen) for item in node.value])
+
+
+def _load_outcome(data: bytes) -> Any:
+    try:
+        loaded = load_text(data, "fuzz.yaml")
+    except SpecError as e:
+        return [str(p) for p in e.problems]
+    except Exception as e:  # the compile below meets it again and classifies it
+        return f"{type(e).__name__}: {e}"
+    return _node_tree(loaded.root), repr(loaded.data)
+
+
+def _parsers_disagree(data: bytes) -> str:
+    """How libyaml's load of ``data`` differs from the pure-Python parser's ('' when it does not)."""
+    fast = _load_outcome(data)
+    with pure_python():
+        slow = _load_outcome(data)
+    if fast == slow:
+        return ""
+    return f"libyaml: {str(fast)[:900]}\npure Python: {str(slow)[:900]}"
+
+
 def classify(data: bytes, file: str = "fuzz.yaml") -> Outcome:
     """Compile ``data`` through the real pipeline and judge the result."""
     spec: ElasticSpec | None = None
+    disagreement = _parsers_disagree(data)
+    if disagreement:
+        return Outcome(BACKEND_MISMATCH, "the parsers load the case differently", disagreement)
     try:
         compiled = compile_text(data, file, TARGETS)
         spec = compiled.spec
@@ -983,6 +1022,11 @@ def classify(data: bytes, file: str = "fuzz.yaml") -> Outcome:
         errors: list[str] = []
         if docs != [plain(o.doc) for o in compiled.outputs]:
             errors.append("emitted text reads back differently under YAML 1.1")
+        reference = reference_yaml([o.doc for o in compiled.outputs])
+        if text != reference:
+            return Outcome(
+                BACKEND_MISMATCH, "the fast emitter differs from PyYAML's", f"{text}\n---- PyYAML:\n{reference}"
+            )
         for doc in docs:
             errors += crdcheck.check_manifest(doc)
         # The lints run on every accepted spec in the CLI: they must not crash, and each

@@ -83,18 +83,193 @@ def plain(data: Any, *, top: bool = True) -> Any:
 
 def to_yaml(docs: Sequence[Any]) -> str:
     """One or more documents as canonical YAML (``---`` between documents)."""
-    parts = [
-        yaml.dump(
-            plain(doc),
-            Dumper=_Dumper,
-            sort_keys=False,
-            default_flow_style=False,
-            allow_unicode=True,
-            width=2**31 - 1,
-        )
-        for doc in docs
-    ]
-    return "---\n".join(parts)
+    return "---\n".join(_document(doc) for doc in docs)
+
+
+def reference_yaml(docs: Sequence[Any]) -> str:
+    """What :func:`to_yaml` writes, through PyYAML's own emitter (slower; the reference)."""
+    return "---\n".join(_dump(plain(doc)) for doc in docs)
+
+
+def _dump(data: Any) -> str:
+    return yaml.dump(
+        data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=2**31 - 1
+    )
+
+
+# ------------------------------------------------------------------ the fast emitter
+#
+# PyYAML's emitter is a general event machine: per document it spends milliseconds in
+# Python on representing, serializing, analysing every scalar and choosing its style.
+# Our documents have one shape (block mappings and indented block sequences of plain
+# data), so the structure is written here directly, and each scalar's text is what
+# PyYAML writes for it, computed once per distinct value and remembered: the emitter
+# decides a scalar's style from its text alone (and from whether it is a key), never
+# from where it stands. Strings of the common safe alphabet are decided here with
+# PyYAML's own resolver; any other scalar is dumped through PyYAML in a one-item
+# document and taken from there. A document outside that shape (a key that is not a
+# string, a key PyYAML cannot write as a simple key, a type we do not know) goes
+# through PyYAML whole. ``reference_yaml`` is the oracle the tests and the fuzzer
+# compare with.
+
+
+class _Unusual(Exception):
+    """The document leaves the fast emitter's shape: PyYAML writes it whole."""
+
+
+# Plain in block context whatever the position, when PyYAML's resolver reads it as a
+# string: no indicator first, no space, no ": " or " #", ASCII, not a document marker.
+_SAFE_PLAIN = re.compile(r"(?!---|\.\.\.)[-A-Za-z0-9_./=+(][-A-Za-z0-9_./=+:@()]*")
+# PyYAML writes a key as a simple key only below 128 characters, counting its "!!str" tag.
+_SIMPLE_KEY_CHARS = 122
+_CACHE_SIZE = 50_000  # distinct scalars remembered (a batch of specs repeats most of them)
+_values: dict[str, tuple[str, tuple[str, ...] | None, bool]] = {}
+_keys: dict[str, str] = {}
+
+
+def _resolves_to_str(text: str) -> bool:
+    """True when PyYAML (and our YAML 1.2 additions) read ``text`` written plain as a string."""
+    return not any(regexp.match(text) for _tag, regexp in _Dumper.yaml_implicit_resolvers.get(text[0], ()))
+
+
+def _safe(text: str) -> bool:
+    return _SAFE_PLAIN.fullmatch(text) is not None and text[-1] != ":" and text != "-"
+
+
+def _scalar_value(data: str | float) -> tuple[str, tuple[str, ...] | None, bool]:
+    """``(text, literal_lines, keep)`` for a scalar in value position.
+
+    ``text`` is what follows ``key:`` or ``-`` (after one space); for a literal block it is
+    the header (``|-``) and ``literal_lines`` are its lines without their indentation.
+    ``keep`` marks a ``|+`` block: a document that ends with one gets PyYAML's ``...``.
+    """
+    if isinstance(data, str) and _safe(data):
+        return (data if _resolves_to_str(data) else f"'{data}'"), None, False
+    text = _dump([data])  # "- <scalar>\n"; a literal block's lines follow, indented by 2
+    keep = text.endswith("\n...\n")
+    if keep:
+        text = text[: -len("...\n")]
+    head, *lines = text[2:-1].split("\n")
+    if not lines:
+        return head, None, keep
+    return head, tuple(line[2:] for line in lines), keep
+
+
+def _value(data: str) -> tuple[str, tuple[str, ...] | None, bool]:
+    found = _values.get(data)
+    if found is None:
+        found = _scalar_value(data)
+        if len(_values) < _CACHE_SIZE:
+            _values[data] = found
+    return found
+
+
+def _key(key: Any) -> str:
+    if type(key) is not str:
+        raise _Unusual
+    found = _keys.get(key)
+    if found is None:
+        if _safe(key) and len(key) <= _SIMPLE_KEY_CHARS:
+            found = key if _resolves_to_str(key) else f"'{key}'"
+        else:
+            text = _dump({key: None})
+            if text.startswith("?") or not text.endswith(": null\n") or text.count("\n") != 1:
+                raise _Unusual  # PyYAML writes it as a complex key ("? ...")
+            found = text[: -len(": null\n")]
+        if len(_keys) < _CACHE_SIZE:
+            _keys[key] = found
+    return found
+
+
+class _Writer:
+    """Block mappings and indented block sequences, written as PyYAML's emitter would.
+
+    A collection's entries stand at its indent; the first one continues the parent's line
+    after ``- `` (``inline``), and a mapping value that is a collection starts on the next
+    line, two spaces further in.
+    """
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.keep = False  # the last scalar written was a |+ block
+
+    def mapping(self, data: Mapping[Any, Any], indent: int, top: bool, inline: bool) -> None:
+        out = self.out
+        pad = " " * indent
+        keys: Any = data
+        if top and any(k in data for k in _TOP_KEYS):
+            keys = [k for k in _TOP_KEYS if k in data] + [k for k in data if k not in _TOP_KEYS]
+        for k in keys:
+            if not inline:
+                out.append(pad)
+            inline = False
+            out.append(_key(k))
+            out.append(":")
+            self.item(data[k], indent, False, False)
+
+    def sequence(self, data: Sequence[Any], indent: int, top: bool, inline: bool) -> None:
+        out = self.out
+        pad = " " * indent
+        for value in data:
+            if not inline:
+                out.append(pad)
+            inline = False
+            out.append("-")
+            self.item(value, indent, top, True)
+
+    def item(self, data: Any, indent: int, top: bool, after_dash: bool) -> None:
+        """One value after ``key:`` or ``-``, in a collection at ``indent``."""
+        out = self.out
+        kind = type(data)
+        if kind is str:
+            text, lines, keep = _value(data)
+        elif kind is dict or isinstance(data, Mapping):
+            if not data:
+                text, lines, keep = "{}", None, False
+            else:
+                out.append(" " if after_dash else "\n")
+                self.mapping(data, indent + 2, top, after_dash)
+                return
+        elif kind is list or kind is tuple:
+            if not data:
+                text, lines, keep = "[]", None, False
+            else:
+                out.append(" " if after_dash else "\n")
+                self.sequence(data, indent + 2, top, after_dash)
+                return
+        elif data is None:
+            text, lines, keep = "null", None, False
+        elif data is True or data is False:
+            text, lines, keep = ("true" if data else "false"), None, False
+        elif isinstance(data, int):
+            text, lines, keep = str(int(data)), None, False
+        elif isinstance(data, float):
+            text, lines, keep = _scalar_value(float(data))
+        else:
+            raise _Unusual  # str subclasses, other sequences: PyYAML decides
+        out.append(" ")
+        out.append(text)
+        out.append("\n")
+        if lines is not None:
+            pad = " " * (indent + 2)
+            out.extend(f"{pad}{line}\n" if line else "\n" for line in lines)
+        self.keep = keep
+
+
+def _document(doc: Any) -> str:
+    try:
+        writer = _Writer()
+        if isinstance(doc, Mapping) and doc:
+            writer.mapping(doc, 0, True, False)
+        elif (type(doc) is list or type(doc) is tuple) and doc:
+            writer.sequence(doc, 0, True, False)
+        else:
+            raise _Unusual
+        if writer.keep:
+            writer.out.append("...\n")
+        return "".join(writer.out)
+    except _Unusual:
+        return _dump(plain(doc))
 
 
 def to_json(docs: Sequence[Any]) -> str:

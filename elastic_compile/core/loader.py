@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 import yaml.reader
@@ -87,6 +88,9 @@ for _tag, _regexp, _first in (
 _Resolver.add_implicit_resolver(_NULL, _NULL_RE, [""])
 
 
+_T = TypeVar("_T")
+
+
 class _LoadLimit(Exception):
     def __init__(self, message: str, node_or_mark: Any) -> None:
         super().__init__(message)
@@ -125,16 +129,103 @@ class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
             self._depth -= 1
 
 
-try:  # libyaml's parser is ~10x faster; used only for our own rendered output (see load_text)
-    from yaml.cyaml import CParser as _CParser  # type: ignore[attr-defined]
+try:  # libyaml's parser, about 8x faster than PyYAML's pure-Python one
+    from yaml._yaml import CParser as _CParser
 
-    class _FastComposer(_CParser, _Resolver):
+    LIBYAML = True
+except ImportError:  # pragma: no cover - PyYAML built without libyaml (tests force this path)
+    LIBYAML = False
+
+
+class _Backend:
+    """Whether to parse with libyaml (``pure_python()`` turns it off for tests and the fuzzer)."""
+
+    libyaml = LIBYAML
+
+
+class _LibComposer(_Composer):
+    """The same composer and limits, reading its events from libyaml.
+
+    Only the events come from C: the node tree, tags, limits and counts are the ones
+    above, and libyaml's events carry the same marks. Its parser keeps its own stack (no
+    recursion), so deep nesting reaches our depth limit as with the pure parser.
+    """
+
+    def __init__(self, stream: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_VALUES) -> None:
+        super().__init__("", max_depth, max_nodes)
+        events = _CParser(stream)
+        self.check_event = events.check_event  # type: ignore[method-assign]
+        self.peek_event = events.peek_event  # type: ignore[method-assign]
+        self.get_event = events.get_event  # type: ignore[method-assign]
+
+    def compose_scalar_node(self, anchor: Any) -> ScalarNode:
+        node = super().compose_scalar_node(anchor)
+        if node.style == "":  # libyaml's plain style; PyYAML's is None
+            node.style = None
+        return node
+
+
+if LIBYAML:
+
+    class _TrustedComposer(_CParser, _Resolver):
+        """libyaml's own composer (the node tree built in C): for our rendered output only (see ``load_text``)."""
+
         def __init__(self, stream: str) -> None:
             _CParser.__init__(self, stream)
             _Resolver.__init__(self)
 
-except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    _FastComposer = None  # type: ignore[assignment,misc]
+
+# Where libyaml and PyYAML read the same text differently, PyYAML decides (its messages are
+# the ones users and the error tests know), so texts with these characters skip libyaml:
+# a tab inside a plain scalar ("a\tb") is text to libyaml, as in YAML 1.2, and an error to
+# PyYAML; libyaml takes "?" inside a plain scalar in a flow collection ([what?]) and ends a
+# tag at a flow comma ([!!str, x]), PyYAML rejects both; and libyaml counts a byte-order
+# mark after the first character as a column, PyYAML does not. Control characters too:
+# PyYAML rejects them before parsing, libyaml only when it reaches them (after a limit,
+# maybe). The differential tests and the fuzzer's oracle compare both parsers on the rest.
+_PYYAML_ONLY = re.compile("[\t?!\ufeff]|" + Reader.NON_PRINTABLE.pattern)
+
+
+def _composers(text: str, max_depth: int, max_nodes: int) -> Iterator[_Composer]:
+    """libyaml first when it is there, then PyYAML's parser (see :func:`_compose`)."""
+    if _Backend.libyaml and _PYYAML_ONLY.search(text, 1 if text[:1] == "\ufeff" else 0) is None:
+        with suppress(UnicodeEncodeError):  # lone surrogates (text given as str): libyaml takes UTF-8 only
+            yield _LibComposer(text, max_depth, max_nodes)
+    yield _Composer(text, max_depth, max_nodes)
+
+
+def _compose(text: str, max_depth: int, max_nodes: int, read: Callable[[_Composer], _T]) -> _T:
+    """``read(composer)`` with libyaml's events, or PyYAML's where libyaml finds an error.
+
+    libyaml and PyYAML accept the same YAML, but word their errors differently and report
+    some at other places; our messages and the error tests are PyYAML's. So a document
+    libyaml rejects is parsed again by PyYAML, which raises its own error for it (or
+    accepts it: it also reads the \\u escapes of surrogate pairs that JSON writes). Limits
+    (``_LoadLimit``) are ours and the same on both paths, so they are not retried.
+    """
+    composers = _composers(text, max_depth, max_nodes)
+    for composer in composers:
+        if isinstance(composer, _LibComposer):
+            try:
+                return read(composer)
+            except yaml.YAMLError:
+                continue
+        return read(composer)
+    raise AssertionError("unreachable: the pure-Python composer is always last")  # pragma: no cover
+
+
+@contextmanager
+def pure_python() -> Iterator[None]:
+    """Parse with PyYAML's pure-Python parser only, as where PyYAML has no libyaml.
+
+    For the tests and the fuzzer, which hold both parsers to the same results; not
+    thread-safe (it swaps a module global).
+    """
+    saved, _Backend.libyaml = _Backend.libyaml, False
+    try:
+        yield
+    finally:
+        _Backend.libyaml = saved
 
 
 @dataclass(frozen=True)
@@ -388,10 +479,10 @@ def load_text(
     else:
         text = raw
     try:
-        composer = (
-            _FastComposer(text) if trusted and _FastComposer is not None else _Composer(text, max_depth, max_values)
-        )
-        root = composer.get_single_node()
+        if trusted and _Backend.libyaml:
+            root = _TrustedComposer(text).get_single_node()
+        else:
+            root = _compose(text, max_depth, max_values, lambda c: c.get_single_node())
     except (_LoadLimit, yaml.YAMLError) as e:
         raise SpecError([_parse_problem(e, file, text)]) from e
     if root is None:
@@ -406,6 +497,15 @@ def load_text(
     return Loaded(file, data, root)
 
 
+def _all_nodes(composer: _Composer) -> list[Node]:
+    nodes: list[Node] = []
+    while composer.check_node():
+        node = composer.get_node()
+        if node is not None:
+            nodes.append(node)
+    return nodes
+
+
 def load_documents(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> list[Any]:
     """Every document of a YAML stream (``---`` separated), with the same rules and limits.
 
@@ -415,14 +515,9 @@ def load_documents(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, m
     text = raw.decode("utf-8", errors="strict") if isinstance(raw, bytes) else raw
     if len(text.encode()) > max_bytes:
         raise SpecError([Problem(file, 1, 1, "spec", f"the file is larger than {max_bytes} bytes")])
-    composer = _Composer(text, max_depth)
     builder = _Builder(file)
-    docs: list[Any] = []
     try:
-        while composer.check_node():
-            node = composer.get_node()
-            if node is not None:
-                docs.append(builder.build(node))
+        docs = [builder.build(node) for node in _compose(text, max_depth, MAX_VALUES, _all_nodes)]
     except (_LoadLimit, yaml.YAMLError) as e:
         raise SpecError([_parse_problem(e, file, text)]) from e
     if builder.problems:

@@ -18,6 +18,7 @@ import pytest
 
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.compiler.render import BUILTIN_TEMPLATES
+from elastic_compile.core import loader
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.schema.models import ElasticSpec, PodTemplate
 
@@ -131,6 +132,20 @@ def test_oracle_compile_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     (tmp_path / "pytorchjob.yaml.j2").write_text(builtin.replace('kind: "PyTorchJob"', 'kind: "TFJob"'))
     _with_templates(monkeypatch, tmp_path)
     assert fuzz.classify((ROOT / "examples" / "minimal.yaml").read_bytes()).kind == fuzz.COMPILE_ERROR
+
+
+def test_oracle_emitter_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fuzz, "reference_yaml", lambda docs: "what PyYAML would write\n")
+    outcome = fuzz.classify((ROOT / "examples" / "minimal.yaml").read_bytes())
+    assert outcome.kind == fuzz.BACKEND_MISMATCH and "emitter" in outcome.signature
+
+
+@pytest.mark.skipif(not loader.LIBYAML, reason="PyYAML was built without libyaml")
+def test_oracle_parser_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # libyaml's plain style is "", PyYAML's None: a composer that forgot to say so differs.
+    monkeypatch.delattr(loader._LibComposer, "compose_scalar_node")
+    outcome = fuzz.classify((ROOT / "examples" / "minimal.yaml").read_bytes())
+    assert outcome.kind == fuzz.BACKEND_MISMATCH and "parsers" in outcome.signature
 
 
 def test_oracle_passthrough_judges_the_users_fragment() -> None:

@@ -1,0 +1,245 @@
+"""Both YAML parsers and both emitters give the same results.
+
+Specs are parsed by libyaml's events when PyYAML has it, else by PyYAML's pure-Python
+parser (``loader.pure_python()`` forces that here); output is written by our fast emitter,
+whose reference is PyYAML's own (``emit.reference_yaml``). The error catalogue and the
+goldens must come out byte for byte the same either way, and the node trees (tags, values,
+styles, marks) the two parsers build must be equal. ``bench/fuzz_spec.py`` holds both pairs
+to the same rule on every generated case.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elastic_compile.compiler.cli import main
+from elastic_compile.compiler.output import stream_text
+from elastic_compile.compiler.pipeline import compile_path
+from elastic_compile.core import emit, loader
+from elastic_compile.core.errors import SpecError
+
+REPO = Path(__file__).resolve().parent.parent
+ERRORS = REPO / "tests" / "errors"
+GOLDEN = REPO / "tests" / "golden"
+ERROR_CASES = sorted(p.stem for p in ERRORS.glob("*.yaml"))
+GOLDEN_CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "elastic.yaml").is_file())
+YAML_FILES = sorted(
+    str(p.relative_to(REPO))
+    for p in [*ERRORS.glob("*.yaml"), *GOLDEN.glob("*/*.yaml"), *(REPO / "examples").glob("*.yaml")]
+)
+
+needs_libyaml = pytest.mark.skipif(not loader.LIBYAML, reason="PyYAML was built without libyaml")
+
+
+# --------------------------------------------------------------------------- without libyaml
+
+
+@pytest.mark.parametrize("case", ERROR_CASES)
+def test_error_catalogue_without_libyaml(
+    case: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(REPO)
+    with loader.pure_python():
+        code = main([f"tests/errors/{case}.yaml"])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert err == (ERRORS / f"{case}.stderr").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("target", ["pytorchjob", "podtemplate"])
+@pytest.mark.parametrize("case", GOLDEN_CASES)
+def test_goldens_without_libyaml(case: str, target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(GOLDEN / case)
+    with loader.pure_python():
+        text = stream_text([compile_path("elastic.yaml", (target,))], "yaml")
+    assert text == (GOLDEN / case / f"{target}.yaml").read_text(encoding="utf-8")
+
+
+def test_pure_python_is_restored() -> None:
+    with pytest.raises(SpecError), loader.pure_python():
+        assert not loader._Backend.libyaml
+        loader.load_text("a: [", "x.yaml")
+    assert loader._Backend.libyaml is loader.LIBYAML
+
+
+# --------------------------------------------------------------------------- the two parsers agree
+
+
+def _tree(node: Any) -> Any:
+    mark = (node.start_mark.line, node.start_mark.column)
+    if isinstance(node.value, str):
+        return (node.tag, node.value, node.style, mark, (node.end_mark.line, node.end_mark.column))
+    if node.value and isinstance(node.value[0], tuple):
+        return (node.tag, mark, [(_tree(k), _tree(v)) for k, v in node.value])
+    return (node.tag, mark, [_tree(item) for item in node.value])
+
+
+def _both(text: str | bytes) -> tuple[Any, Any]:
+    def outcome() -> Any:
+        try:
+            loaded = loader.load_text(text, "f.yaml")
+        except SpecError as e:
+            return [str(p) for p in e.problems]
+        return _tree(loaded.root), repr(loaded.data)
+
+    fast = outcome()
+    with loader.pure_python():
+        return fast, outcome()
+
+
+# Forms where the two parsers could part: styles, escapes, marks after multi-byte
+# characters, a leading byte-order mark, CRLF, anchors and merges, flow collections,
+# comments, document markers, and the characters that send a text to PyYAML alone.
+SNIPPETS = [
+    "a: b\n",
+    "\ufeffname: x\nimage: é:1\n",
+    "name: x\r\nimage: y\r\n",
+    "a: \"é\\u00e9\\x41\\ud83d\\ude00\"\nb: 'it''s'\n",
+    "a: |\n  one\n   two\n\n  three\nb: >-\n  folded\n  text\nc: |+\n  kept\n\n",
+    "base: &b {x: 1, y: [2, 3]}\nother:\n  <<: *b\n  y: 4\nlist: [*b, *b]\n",
+    "a: [1, 2, {b: c}, [d, e]]\nf: {g: h, 'i': \"j\"}\n",
+    "# comment\n---\na: 1 # trailing\n...\n",
+    "a: ~\nb: null\nc: true\nd: 0o17\ne: 0x1F\nf: 1e-4\ng: .inf\nh: 0755\ni: 1:30\nj: on\n",
+    "ключ: значение\n日本: 語\nemoji: 😀 ok\n",
+    "a:\n- 1\n- - 2\n  - 3\n-\n",
+    "a: b\tc\n",
+    "cmd: [python, what?]\n",
+    "a: [!!str, x]\n",
+    "a: b\ufeffc\n",
+    "a: x\x07\n",
+    "a: [\n",
+    "a: 1\na: 2\n",
+    "- a\nb: c\n",
+    "a: &x [*x]\n",
+    "",
+    "   \n# only a comment\n",
+]
+
+
+@pytest.mark.parametrize("text", SNIPPETS)
+def test_parsers_agree_on_snippets(text: str) -> None:
+    fast, slow = _both(text)
+    assert fast == slow
+
+
+@pytest.mark.parametrize("path", YAML_FILES)
+def test_parsers_agree_on_the_repository(path: str) -> None:
+    fast, slow = _both((REPO / path).read_bytes())
+    assert fast == slow
+
+
+@needs_libyaml
+@pytest.mark.parametrize(
+    ("text", "libyaml"),
+    [
+        ("a: b\n", True),
+        ("\ufeffa: b\n", True),
+        ("a: b\tc\n", False),
+        ("a: [what?]\n", False),
+        ("a: !!str x\n", False),
+        ("a: b\ufeffc\n", False),
+    ],
+)
+def test_libyaml_reads_what_it_reads_like_pyyaml(text: str, libyaml: bool) -> None:
+    first = next(loader._composers(text, loader.MAX_DEPTH, loader.MAX_VALUES))
+    assert isinstance(first, loader._LibComposer) is libyaml
+
+
+@needs_libyaml
+def test_libyaml_keeps_the_limits() -> None:
+    deep = "a: " + "[" * (loader.MAX_DEPTH + 5) + "]" * (loader.MAX_DEPTH + 5) + "\n"
+    with pytest.raises(SpecError, match="nesting deeper than 64 levels"):
+        loader.load_text(deep, "deep.yaml")
+    wide = "a: [" + ", ".join(["1"] * (loader.MAX_VALUES + 10)) + "]\n"
+    with pytest.raises(SpecError, match=f"more than {loader.MAX_VALUES} values"):
+        loader.load_text(wide, "wide.yaml")
+
+
+# --------------------------------------------------------------------------- the two emitters agree
+
+_TEXT = st.lists(
+    st.sampled_from(
+        [
+            *"abcXZ09 -_./:#'\"!&*|>%@`,[]{}?=+~<\n\t\r\\",
+            *("\x85", "\u2028", "é", "\ufeff", "\x00", "😀"),
+            *("---", "...", "yes", "null", "1e3", "0x1F", "1:30", ".inf", "2001-12-14", "<<", "="),
+        ]
+    ),
+    max_size=12,
+).map("".join)
+_SCALARS = st.one_of(
+    _TEXT,
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=130),
+)
+_DOCS = st.recursive(
+    _SCALARS,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(
+            st.one_of(_TEXT, st.sampled_from(["apiVersion", "kind", "metadata", "spec"])), children, max_size=4
+        ),
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.dictionaries(_TEXT, _DOCS, min_size=1, max_size=4), st.lists(_DOCS, min_size=1, max_size=4)),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_fast_emitter_writes_what_pyyaml_writes(docs: list[Any]) -> None:
+    assert emit.to_yaml(docs) == emit.reference_yaml(docs)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "-",
+        "-x",
+        "a:",
+        "a: b",
+        "a #b",
+        "x" * 130,
+        "line\n",
+        "keep\n\n",
+        "\nlead",
+        " lead",
+        "tab\tin",
+        "nel\x85",
+        "ok\u2028",
+        "8",
+        "1e3",
+        "0o17",
+        "yes",
+        "=",
+        "<<",
+        "2001-12-14",
+        "é",
+        -0.0,
+        math.inf,
+        math.nan,
+        1e16,
+        10**30,
+    ],
+)
+def test_fast_emitter_scalars(value: Any) -> None:
+    docs = [{"k": value, "l": [value, {"m": value}], "n": {"o": [[value]]}}]
+    assert emit.to_yaml(docs) == emit.reference_yaml(docs)
+    if isinstance(value, str):
+        keyed = [{value: 1}, {"a": {value: [value]}}]
+        assert emit.to_yaml(keyed) == emit.reference_yaml(keyed)
