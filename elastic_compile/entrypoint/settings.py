@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import ipaddress
-import math
 import os
 import re
 import shutil
@@ -35,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final, NoReturn, TypeVar
 
 from elastic_compile import contract as c
+from elastic_compile import contract_values as cv
 
 T = TypeVar("T")
 
@@ -73,16 +73,6 @@ TIMEOUT_OPTIONS: Final[Mapping[str, tuple[str, int]]] = {
     "heartbeat_timeout": (c.OPT_HEARTBEAT_TIMEOUT, 5),
     "read_timeout": (c.OPT_READ_TIMEOUT, 60),
 }
-# Keys torch's documentation suggests but c10d never reads (measured, torch-elastic.md §3):
-# accepting them would silently keep the default. Map each to the key that works.
-IGNORED_RDZV_KEYS: Final[Mapping[str, str]] = {"timeout": "join_timeout", "heartbeat": "heartbeat_timeout"}
-INT_RDZV_KEYS: Final = frozenset({"keep_alive_interval", "keep_alive_max_attempt"})
-# What RendezvousParameters.get_as_bool accepts.
-_TRUE: Final = frozenset({"1", "true", "t", "yes", "y"})
-_FALSE: Final = frozenset({"0", "false", "f", "no", "n"})
-
-_RUN_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
-_HOST_RE: Final = re.compile(r"^[\w.:-]+$")  # torch's parse_rendezvous_endpoint check
 _FUNCTION_RE: Final = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 PYTHON_NAMES: Final = frozenset({"python", "python3"})
 
@@ -209,27 +199,17 @@ def parse_backend(text: str, source: str) -> str:
     return value
 
 
+def _checked(check: Callable[[], T], source: str, text: str) -> T:
+    """Run a shared check (:mod:`elastic_compile.contract_values`); its ValueError becomes one located line."""
+    try:
+        return check()
+    except ValueError as e:
+        raise UsageError(f"{source}: {e} (given: {text})") from None
+
+
 def parse_endpoint(text: str, source: str, default_port: int) -> tuple[str, int]:
     """``host``, ``host:port`` or ``[v6addr]:port``, as torch's ``parse_rendezvous_endpoint``."""
-    value = text.strip()
-    if not value:
-        raise UsageError(f"{source}: empty endpoint")
-    if value.startswith("[") and value.endswith("]"):
-        host, port_text = value[1:-1], None
-    elif value.startswith("["):
-        host, sep, port_text = value[1:].partition("]:")
-        if not sep:
-            raise UsageError(f"{source}: expected [ADDRESS]:PORT (given: {text})")
-    else:
-        host, sep, rest = value.rpartition(":")
-        host, port_text = (host, rest) if sep else (rest, None)
-    if not host or not _HOST_RE.match(host):
-        raise UsageError(f"{source}: expected HOST[:PORT] (given: {text})")
-    if port_text is None:
-        return host, default_port
-    if not re.fullmatch(r"[0-9]{1,5}", port_text) or int(port_text) > 65535:
-        raise UsageError(f"{source}: port must be an integer 0-65535 (given: {text})")
-    return host, int(port_text)
+    return _checked(lambda: cv.split_endpoint(text, default_port), source, text)
 
 
 def parse_int(text: str, source: str, minimum: int = 0) -> int:
@@ -243,33 +223,14 @@ def parse_int(text: str, source: str, minimum: int = 0) -> int:
     return n
 
 
-def parse_seconds(text: str, source: str, *, whole: bool, allow_zero: bool = False) -> float:
-    """A duration in seconds (``30``, ``2.5``).
-
-    ``whole`` demands a whole number: torch reads rendezvous timeouts with ``int()`` on the
-    string (``RendezvousParameters.get_as_int``), which rejects ``"2.5"`` deep inside the
-    agent; ``30.0`` is accepted and means 30.
-    """
-    try:
-        value = float(text.strip())
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise UsageError(f"{source}: expected a number of seconds {bound} (given: {text})")
-    if whole and not value.is_integer():
-        raise UsageError(f"{source}: torch reads this as whole seconds (given: {text})")
-    return value
+def parse_timeout(text: str, source: str, minimum: int = 1) -> int:
+    """Whole seconds (``30``, ``30.0``, ``15m``), the bounds the schema uses."""
+    return _checked(lambda: cv.whole_seconds(cv.parse_duration(text), minimum), source, text)
 
 
-def parse_bool(text: str, source: str) -> bool:
-    """The spellings torch's ``RendezvousParameters.get_as_bool`` accepts."""
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise UsageError(f"{source}: expected true or false (given: {text})")
+def parse_interval(text: str, source: str) -> float:
+    """The monitor interval (``5``, ``0.2``), the bounds the schema uses."""
+    return _checked(lambda: cv.interval_seconds(cv.parse_duration(text)), source, text)
 
 
 def parse_rdzv_conf(text: str, source: str) -> list[tuple[str, str]]:
@@ -286,19 +247,9 @@ def parse_rdzv_conf(text: str, source: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def normalize_rdzv_value(key: str, value: str, source: str) -> object:
-    """Check one rendezvous key and give it the type torch will read it as."""
-    if key in IGNORED_RDZV_KEYS:
-        raise UsageError(
-            f"{source}: rendezvous key {key!r} is ignored by torch's c10d backend; use {IGNORED_RDZV_KEYS[key]}"
-        )
-    if key in TIMEOUT_OPTIONS:
-        return int(parse_seconds(value, f"{source} {key}", whole=True))
-    if key in INT_RDZV_KEYS:
-        return parse_int(value, f"{source} {key}", minimum=1)
-    if key == "is_host":
-        return parse_bool(value, f"{source} is_host")
-    return value
+def normalize_rdzv_value(key: str, value: str, source: str, backend: str) -> object:
+    """Check one rendezvous key for ``backend`` and give it the type torch will read it as."""
+    return _checked(lambda: cv.check_conf_entry(key, value, backend), f"{source} {key}", value)
 
 
 # --------------------------------------------------------------------------- settings
@@ -473,20 +424,20 @@ def resolve_parsed(
         r.sources["local_addr"] = f"option {c.OPT_LOCAL_ADDR}"
     else:
         r.sources["local_addr"] = f"env {c.ENV_POD_IP}" if local_addr else "default"
-    rdzv_configs = _resolve_rdzv_configs(r)
+    rdzv_configs = _resolve_rdzv_configs(r, backend)
     if backend == "c10d" and "is_host" not in rdzv_configs:
         _derive_is_host(r, endpoint, rdzv_configs, backend)
 
     monitor_interval = r.option(
         "monitor_interval",
         c.OPT_MONITOR_INTERVAL,
-        lambda t: parse_seconds(t, c.OPT_MONITOR_INTERVAL, whole=False),
+        lambda t: parse_interval(t, c.OPT_MONITOR_INTERVAL),
         DEFAULT_MONITOR_INTERVAL,
     )
     shutdown_timeout = r.option(
         "shutdown_timeout",
         c.OPT_SHUTDOWN_TIMEOUT,
-        lambda t: int(parse_seconds(t, c.OPT_SHUTDOWN_TIMEOUT, whole=True, allow_zero=True)),
+        lambda t: parse_timeout(t, c.OPT_SHUTDOWN_TIMEOUT, minimum=0),
         DEFAULT_SHUTDOWN_TIMEOUT,
     )
     start_method = r.option("start_method", c.OPT_START_METHOD, str, DEFAULT_START_METHOD)
@@ -568,16 +519,10 @@ def _resolve_run_id(r: _Resolver, max_nodes: int) -> str:
                 "no run id for a multi-node job: every node must use the same one; set "
                 f"{c.PET_RDZV_ID}, {c.OPT_RDZV_ID}, or {c.ENV_NAMESPACE} and {c.ENV_JOB_NAME}"
             )
-    source = r.sources["run_id"]
-    if run_id.lower() == "none":
-        raise UsageError(f"run id {run_id!r} ({source}) is torchrun's placeholder; every job would share it")
-    if not _RUN_ID_RE.match(run_id):
-        # torch uses it in store keys and as a log directory prefix.
-        raise UsageError(f"run id ({source}): expected letters, digits, '.', '_', ':', '-' (given: {run_id})")
-    return run_id
+    return _checked(lambda: cv.check_run_id(run_id), f"run id ({r.sources['run_id']})", run_id)
 
 
-def _resolve_rdzv_configs(r: _Resolver) -> dict[str, object]:
+def _resolve_rdzv_configs(r: _Resolver, backend: str) -> dict[str, object]:
     # (source, key, raw value) from every place a rendezvous key can come from.
     given: list[tuple[str, str, str]] = []
     env_conf = r.env_value(c.PET_RDZV_CONF)
@@ -593,7 +538,7 @@ def _resolve_rdzv_configs(r: _Resolver) -> dict[str, object]:
     conf: dict[str, object] = {}
     first: dict[str, tuple[str, str]] = {}
     for source, key, raw in given:
-        value = normalize_rdzv_value(key, raw, source)
+        value = normalize_rdzv_value(key, raw, source, backend)
         if key in conf and conf[key] != value:
             src0, raw0 = first[key]
             raise UsageError(f"rendezvous key {key}: {src0} gives {raw0}, {source} gives {raw}; set it in one place")

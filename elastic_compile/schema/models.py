@@ -10,7 +10,6 @@ durations, quantities, the two ``env`` forms) are parsed once, here, in validato
 from __future__ import annotations
 
 import difflib
-import math
 import re
 import typing
 from decimal import Decimal
@@ -24,12 +23,14 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
 
 from elastic_compile import contract
+from elastic_compile import contract_values as cv
 from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
 from elastic_compile.core.scalars import source_text
 from elastic_compile.schema.launchers import nested_launcher
@@ -44,12 +45,12 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _FUNCTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
-# Digit counts are capped so that no value overflows a float before the range check.
-_DURATION = re.compile(r"^(?:(?P<h>\d{1,9})h)?(?:(?P<m>\d{1,9})m)?(?:(?P<s>\d{1,12}(?:\.\d{1,9})?)s)?$")
 _RESOURCE_NAME = re.compile(
     r"^(cpu|memory|ephemeral-storage|hugepages-[0-9A-Za-z]+|"
     r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$"
 )
+
+T = typing.TypeVar("T")
 
 #: The CRD's int32 fields (runPolicy counts and seconds) cannot hold more.
 INT32_MAX = 2**31 - 1
@@ -75,44 +76,40 @@ def _text(what: str) -> BeforeValidator:
     return BeforeValidator(lambda v: _strict_text(v, what))
 
 
+def _optional(check: typing.Callable[[T], T]) -> typing.Callable[[T | None], T | None]:
+    """``check`` for a field that may be unset (None passes)."""
+    return lambda value: None if value is None else check(value)
+
+
 def _fmt_number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def parse_duration(value: Any) -> float:
-    """Seconds from ``900``, ``2.5``, ``"15m"``, ``"1h30m"`` or ``"90s"``."""
+    """Seconds from ``900``, ``2.5``, ``"15m"``, ``"1h30m"`` or ``"90s"`` (the launcher's grammar)."""
     if isinstance(value, bool):
-        raise ValueError("expected seconds (e.g. 900) or a duration such as 15m or 1h30m")
+        raise ValueError(cv.DURATION_HINT)
     if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str) and value and (m := _DURATION.match(value)):
-        seconds = int(m["h"] or 0) * 3600 + int(m["m"] or 0) * 60 + float(m["s"] or 0)
-    else:
-        hint = ""
-        if isinstance(value, str) and re.match(r"^\d+:\d+(:\d+)?$", value):
-            hint = f"; YAML 1.1 reads {value} as base-60 (1:30 is 90 s), so write the unit: 90s, 1m30s or 1h30m"
-        raise ValueError(f"expected seconds (e.g. 900) or a duration such as 15m or 1h30m{hint}")
-    if math.isnan(seconds) or seconds in (float("inf"), float("-inf")):  # NaN or infinite
-        raise ValueError("must be a finite number of seconds")
-    if seconds < 0:
-        raise ValueError("must not be negative")
-    return seconds
+        return cv.check_seconds(float(value))
+    if isinstance(value, str) and re.match(r"^[0-9]+:[0-9]+(:[0-9]+)?$", value):
+        raise ValueError(
+            f"{cv.DURATION_HINT}; YAML 1.1 reads {value} as base-60 (1:30 is 90 s), so write the unit: "
+            "90s, 1m30s or 1h30m"
+        )
+    # A number YAML did not read as one (0755, 1_000) is a surprise, not seconds: only the
+    # unit forms are text here. Plain seconds are the launcher's form of the same grammar.
+    if not isinstance(value, str) or value != value.strip() or not re.search(r"[hms]$", value):
+        raise ValueError(cv.DURATION_HINT)
+    return cv.parse_duration(value)
 
 
+# Both bounds are the launcher's own (elastic_compile.contract_values): what compiles, runs.
 def _timeout(value: Any) -> int:
-    seconds = parse_duration(value)
-    if seconds < 1 or not seconds.is_integer():
-        raise ValueError("must be a whole number of seconds, at least 1")
-    if seconds > 7 * 24 * 3600:
-        raise ValueError("must be at most 7 days (604800 s)")
-    return int(seconds)
+    return cv.whole_seconds(parse_duration(value))
 
 
 def _interval(value: Any) -> float:
-    seconds = parse_duration(value)
-    if not 0.01 <= seconds <= 3600:
-        raise ValueError("must be between 0.01 and 3600 seconds")
-    return seconds
+    return cv.interval_seconds(parse_duration(value))
 
 
 _DURATION_SCHEMA: dict[str, Any] = {
@@ -338,19 +335,24 @@ class Rendezvous(_Model):
         description="Rendezvous backend. Default c10d: the store is hosted by one of the agents, no etcd "
         "server to run; it is what the operator and Flyte use.",
     )
-    host: Annotated[str | None, _text("rdzv.host")] = Field(
+    host: Annotated[str | None, _text("rdzv.host"), AfterValidator(_optional(cv.check_host))] = Field(
         None,
         description="Rendezvous host (elasticPolicy.rdzvHost). Default: unset, so the operator uses "
         "<name>-worker-0, the pod that hosts the c10d store. Required for etcd backends: your etcd server.",
     )
-    port: int | None = Field(
+    port: (
+        Annotated[
+            int,
+            AfterValidator(cv.check_port),
+            WithJsonSchema({"type": "integer", "minimum": cv.MIN_PORT, "maximum": cv.MAX_PORT}),
+        ]
+        | None
+    ) = Field(
         None,
-        ge=1,
-        le=65535,
         description="Rendezvous port. Default: 23456 for c10d (the operator's pytorchjob-port, published by "
         "the job's headless services), 2379 for etcd.",
     )
-    id: Annotated[str | None, _text("rdzv.id")] = Field(
+    id: Annotated[str | None, _text("rdzv.id"), AfterValidator(_optional(cv.check_run_id))] = Field(
         None,
         description="Run id shared by all pods (elasticPolicy.rdzvId). Default: unset, elastic-launch derives "
         "<namespace>.<job name> from the pod, so it differs between jobs and never is torch's shared 'none'.",
@@ -383,18 +385,26 @@ class Rendezvous(_Model):
 
     @field_validator("conf")
     @classmethod
-    def _conf_keys(cls, conf: dict[str, str]) -> dict[str, str]:
-        owned = {"join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout", "read_timeout"}
+    def _conf_keys(cls, conf: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        # The launcher's own check (elastic_compile.contract_values), for the backend chosen
+        # above; a bad backend is reported on its own, so its keys are not judged here.
+        backend = info.data.get("backend")
         problems: list[tuple[tuple[str | int, ...], str]] = []
         for key, value in conf.items():
-            if key in owned:
+            if key in cv.TIMEOUT_KEYS:
                 problems.append(((key, "[key]"), f"set rdzv.{key} instead"))
-            elif key in ("timeout", "heartbeat"):
-                problems.append(
-                    ((key, "[key]"), "torch's c10d backend ignores it; use join_timeout or heartbeat_timeout")
-                )
-            elif not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key) or "," in value or "=" in value:
-                problems.append(((key,), "keys must be identifiers and values may not contain ',' or '='"))
+                continue
+            try:
+                cv.check_conf_key(key, backend or "c10d", timeouts=False)
+            except ValueError as e:
+                if backend is not None or key in cv.IGNORED_KEYS:
+                    problems.append(((key, "[key]"), str(e)))
+                continue
+            try:
+                if backend is not None:
+                    cv.check_conf_entry(key, value, backend)
+            except ValueError as e:
+                problems.append(((key,), str(e)))
         if problems:
             raise FieldProblems(problems)
         return conf
@@ -998,6 +1008,19 @@ class ElasticSpec(_Model):
                 )
             )
         problems += self._pod_template_problems()
+        if self.nnodes.max == 1 and self.rdzv.backend != "c10d":
+            # One node gets no elasticPolicy: elastic-launch meets itself with c10d on the pod
+            # and receives rdzv.conf as --rdzv-conf, so c10d must accept the keys.
+            for key in self.rdzv.conf:
+                try:
+                    cv.check_conf_key(key, "c10d", timeouts=False)
+                except ValueError as e:
+                    problems.append(
+                        (
+                            ("rdzv", "conf", key, "[key]"),
+                            f"a single-node job meets on its own pod with c10d, not {self.rdzv.backend}: {e}",
+                        )
+                    )
         spec_env = set(self.env) if isinstance(self.env, dict) else {e.name for e in self.env}
         for i, container in enumerate(self.pod_template.spec.get("containers") or []):
             if container.get("name") != contract.TRAINING_CONTAINER:

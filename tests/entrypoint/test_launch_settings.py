@@ -163,16 +163,24 @@ BAD_VALUES = [
     (["--rdzv-backend", "static"], "--rdzv-backend: expected one of c10d, etcd-v2, etcd (given: static)"),
     (["--max-restarts", "-1"], "--max-restarts: expected an integer >= 0 (given: -1)"),
     (["--max-restarts", "1.5"], "--max-restarts: expected an integer >= 0 (given: 1.5)"),
-    (["--join-timeout", "2.5"], "--join-timeout join_timeout: torch reads this as whole seconds (given: 2.5)"),
-    (["--join-timeout", "0"], "--join-timeout join_timeout: expected a number of seconds > 0 (given: 0)"),
-    (["--read-timeout", "soon"], "--read-timeout read_timeout: expected a number of seconds > 0 (given: soon)"),
-    (["--monitor-interval", "nan"], "--monitor-interval: expected a number of seconds > 0 (given: nan)"),
-    (["--shutdown-timeout", "-1"], "--shutdown-timeout: expected a number of seconds >= 0 (given: -1)"),
-    (["--rdzv-endpoint", "host:99999"], "--rdzv-endpoint: port must be an integer 0-65535 (given: host:99999)"),
-    (["--rdzv-endpoint", "a b:1"], "--rdzv-endpoint: expected HOST[:PORT] (given: a b:1)"),
+    (
+        ["--join-timeout", "2.5"],
+        "--join-timeout join_timeout: must be a whole number of seconds, at least 1 (given: 2.5)",
+    ),
+    (["--join-timeout", "0"], "--join-timeout join_timeout: must be a whole number of seconds, at least 1 (given: 0)"),
+    (["--join-timeout", "8d"], "--join-timeout join_timeout: expected seconds (e.g. 900) or a duration such as 15m"),
+    (["--read-timeout", "700000"], "--read-timeout read_timeout: must be at most 7 days (604800 s) (given: 700000)"),
+    (["--read-timeout", "soon"], "--read-timeout read_timeout: expected seconds (e.g. 900) or a duration such as 15m"),
+    (["--monitor-interval", "nan"], "--monitor-interval: expected seconds (e.g. 900) or a duration"),
+    (["--monitor-interval", "0.001"], "--monitor-interval: must be between 0.01 and 3600 seconds (given: 0.001)"),
+    (["--shutdown-timeout", "-1"], "--shutdown-timeout: expected seconds (e.g. 900) or a duration such as 15m"),
+    (["--rdzv-endpoint", "host:99999"], "--rdzv-endpoint: must be a port number, 0-65535 (given: host:99999)"),
+    (["--rdzv-endpoint", "a b:1"], "--rdzv-endpoint: expected a host name (letters, digits, '-', '_', dot-separated)"),
+    (["--rdzv-endpoint", "h\u00e9:1"], "--rdzv-endpoint: expected a host name"),  # torch's \w would take it
+    (["--rdzv-endpoint", "[10.0.0.1]:1"], "--rdzv-endpoint: only an IPv6 address goes in brackets"),
     (["--start-method", "thread"], "argument --start-method: invalid choice: 'thread'"),
-    (["--rdzv-id", "none"], "run id 'none' (option --rdzv-id) is torchrun's placeholder; every job would share it"),
-    (["--rdzv-id", "a/b"], "run id (option --rdzv-id): expected letters, digits, '.', '_', ':', '-' (given: a/b)"),
+    (["--rdzv-id", "none"], "run id (option --rdzv-id): 'none' is torchrun's placeholder"),
+    (["--rdzv-id", "a/b"], "run id (option --rdzv-id): expected letters, digits, '.', '_', ':' and '-', starting"),
     (["--nproc", "2"], "unrecognized arguments: --nproc 2"),  # no prefix matching
 ]
 
@@ -199,13 +207,13 @@ def test_whole_seconds_may_be_written_as_floats() -> None:
 
 def test_rdzv_conf_merges_env_options_and_timeouts() -> None:
     s = resolve(
-        ["--rdzv-conf", "read_timeout=120, store_type=tcp", "--last-call-timeout", "10", *SCRIPT],
-        {c.PET_RDZV_CONF: "join_timeout=600,keep_alive_interval=3,custom=a=b"},
+        ["--rdzv-conf", "read_timeout=120, store_type=TCP", "--last-call-timeout", "10", *SCRIPT],
+        {c.PET_RDZV_CONF: "join_timeout=10m,keep_alive_interval=3,is_host=yes"},
     )
     assert dict(s.rdzv_configs) == {
         "join_timeout": 600,
         "keep_alive_interval": 3,
-        "custom": "a=b",  # values split on the first '='
+        "is_host": True,
         "read_timeout": 120,
         "store_type": "tcp",
         "last_call_timeout": 10,
@@ -245,19 +253,26 @@ def test_same_rdzv_key_and_value_in_two_places_is_fine() -> None:
         (
             ["--rdzv-conf", "timeout=60"],
             {},
-            "--rdzv-conf: rendezvous key 'timeout' is ignored by torch's c10d backend; use join_timeout",
+            "--rdzv-conf timeout: torch's c10d backend ignores 'timeout'; use join_timeout (given: 60)",
         ),
         (
             [],
             {c.PET_RDZV_CONF: "heartbeat=10"},
-            "PET_RDZV_CONF: rendezvous key 'heartbeat' is ignored by torch's c10d backend; use heartbeat_timeout",
+            "PET_RDZV_CONF heartbeat: torch's c10d backend ignores 'heartbeat'; use heartbeat_timeout (given: 10)",
         ),
         (["--rdzv-conf", "is_host=maybe"], {}, "--rdzv-conf is_host: expected true or false (given: maybe)"),
         (
             ["--rdzv-conf", "keep_alive_max_attempt=0"],
             {},
-            "--rdzv-conf keep_alive_max_attempt: expected an integer >= 1",
+            "--rdzv-conf keep_alive_max_attempt: expected a whole number >= 1 (given: 0)",
         ),
+        (
+            ["--rdzv-conf", "custom=a=b"],
+            {},
+            "--rdzv-conf custom: not a key the c10d backend reads; it reads close_timeout, heartbeat_timeout, is_host",
+        ),
+        (["--rdzv-conf", "store_type=file"], {}, "--rdzv-conf store_type: expected tcp (given: file)"),
+        (["--rdzv-conf", "is_host="], {}, "--rdzv-conf is_host: must not be empty (given: )"),
         (["--rdzv-conf", "novalue"], {}, "--rdzv-conf: expected KEY=VALUE[,KEY=VALUE...] (given: novalue)"),
         ([], {c.PET_RDZV_CONF: "=x"}, "PET_RDZV_CONF: expected KEY=VALUE[,KEY=VALUE...] (given: =x)"),
     ],

@@ -147,10 +147,13 @@ STRING_SLOTS = [
          lambda doc: _worker(doc)["metadata"]["labels"]["l"], rejects=NOT_LABEL_VALUE),
     Slot("pod annotation", "str", BASE + "pod_template: {{metadata: {{annotations: {{a: {v}}}}}}}\n",
          lambda doc: _worker(doc)["metadata"]["annotations"]["a"]),
-    Slot("rdzv.id", "str", BASE + MULTI + "rdzv: {{id: {v}}}\n", _path("spec", "elasticPolicy", "rdzvId")),
-    Slot("rdzv.host", "str", BASE + MULTI + "rdzv: {{host: {v}}}\n", _path("spec", "elasticPolicy", "rdzvHost")),
-    Slot("rdzv.conf value", "str", BASE + MULTI + "rdzv: {{conf: {{store_type: {v}}}}}\n",
-         _path("spec", "elasticPolicy", "rdzvConf", 0, "value")),
+    Slot("rdzv.id", "str", BASE + MULTI + "rdzv: {{id: {v}}}\n", _path("spec", "elasticPolicy", "rdzvId"),
+         rejects=frozenset({".inf"})),  # a run id starts with a letter or digit (contract_values)
+    Slot("rdzv.host", "str", BASE + MULTI + "rdzv: {{host: {v}}}\n", _path("spec", "elasticPolicy", "rdzvHost"),
+         rejects=frozenset({"1:30", ".inf"})),  # neither a host name nor an IP address
+    Slot("rdzv.conf value", "str",
+         BASE + MULTI + "rdzv: {{backend: etcd-v2, host: etcd, conf: {{ssl_cert: {v}}}}}\n",
+         _path("spec", "elasticPolicy", "rdzvConf", 0, "value")),  # a free-text key (c10d has none)
     Slot("env map value", "str", BASE + "env: {{V: {v}}}\n", _in_container("env", USER_ENV, "value")),
     Slot("env list value", "str", BASE + "env: [{{name: V, value: {v}}}]\n", _in_container("env", USER_ENV, "value")),
     Slot("env name", "str", BASE + "env: {{{v}: x}}\n", _in_container("env", USER_ENV, "name"),
