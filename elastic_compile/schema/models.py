@@ -379,8 +379,9 @@ class Rendezvous(_Model):
     )
     conf: dict[Annotated[str, _text("a rdzv.conf key")], Annotated[str, _text("a rdzv.conf value")]] = Field(
         default_factory=dict,
-        description="Other rendezvous settings passed to torch as-is (elasticPolicy.rdzvConf), e.g. is_host, "
-        "store_type, or etcd's protocol. Default: none.",
+        description="Other rendezvous settings for torch (elasticPolicy.rdzvConf): only keys the backend reads, "
+        "e.g. keep_alive_interval for c10d or protocol for etcd, checked as elastic-launch checks them. "
+        "Default: none.",
     )
 
     @field_validator("conf")

@@ -2,7 +2,7 @@
 
 Hypothesis writes specs (valid and not: run ids, hosts, rendezvous keys and values, ports,
 durations in every form the schema reads), compiles each to a PyTorchJob, gives every pod
-the command and environment the training operator would (``kubeflow.pods``: its PET_*
+the command and environment the training operator would (``localrun.kubeflow.pods``: its PET_*
 variables after the container's own env, ``$(VAR)`` expanded as the kubelet does), and
 resolves that command exactly as ``elastic-launch --dry-run`` does. A spec the schema
 refuses is fine; a compiled pod the launcher refuses is the bug this test exists for
@@ -29,10 +29,10 @@ from hypothesis import strategies as st
 
 from elastic_compile import contract as c
 from elastic_compile import contract_values as cv
-from elastic_compile.compiler.errors import SpecError
-from elastic_compile.compiler.kubeflow import pods
 from elastic_compile.compiler.pipeline import compile_text
+from elastic_compile.core.errors import SpecError
 from elastic_compile.entrypoint import UsageError, resolve_settings
+from elastic_compile.localrun.kubeflow import pods
 
 EXAMPLES = int(os.environ.get("ELASTIC_LAUNCH_PROPERTY_EXAMPLES", "300"))
 TALLY: Counter[str] = Counter()
