@@ -64,6 +64,21 @@ LAUNCHER_ENV_PREFIX: Final = "ELASTIC_LAUNCH_"
 # user's environment already has a value.
 ENV_DISABLE_SHARED_STORE: Final = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
+# Scratch space. elastic-launch needs a writable directory for worker logs and error files
+# (torch's error.json, the root cause it reports), and Python's tempfile in the workers needs
+# one too. It tries $TMPDIR, then SCRATCH_ORDER, and never the working directory; none
+# writable is a permanent error (EXIT_USAGE, one line saying what to mount), not a retryable
+# agent error that ExitCode would turn into endless pod recreation. When it falls back past a
+# directory that failed, it sets TMPDIR for the workers to the one it chose.
+# For the compiler: with readOnlyRootFilesystem the root's /tmp is read-only, so give the
+# training container a writable one: an emptyDir mounted at SCRATCH_MOUNT (disk-backed; no
+# env needed), or ENV_TMPDIR set to a writable mount (SHM_DIR when shared_memory is on:
+# memory-backed, it counts against the memory limit).
+ENV_TMPDIR: Final = "TMPDIR"
+SCRATCH_MOUNT: Final = "/tmp"
+SHM_DIR: Final = "/dev/shm"
+SCRATCH_ORDER: Final = ("/tmp", "/var/tmp", "/usr/tmp", SHM_DIR)  # tempfile's list, then /dev/shm
+
 # Where Kubernetes reads a container's termination message from by default.
 DEFAULT_TERMINATION_LOG: Final = "/dev/termination-log"
 

@@ -13,6 +13,7 @@ Options and environment are validated first, without torch; torch is imported on
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -23,6 +24,7 @@ from typing import NoReturn
 from elastic_compile import contract as c
 from elastic_compile.entrypoint import report
 from elastic_compile.entrypoint.resources import usable_cpus
+from elastic_compile.entrypoint.scratch import apply_scratch, prepare_scratch
 from elastic_compile.entrypoint.settings import UsageError, parse_options, resolve_parsed
 
 TORCH_HINT = "pip install 'elastic-compile[launch]'"
@@ -37,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report.usage_error(str(e))
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else 0
+    if opts.function is not None:
+        import_path_like_python_m()
     try:
         settings = resolve_parsed(opts, command, os.environ)
     except UsageError as e:
@@ -57,6 +61,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report.usage_error("elastic-launch must run on the main thread")
 
     try:
+        scratch = prepare_scratch(settings.log_dir, os.environ)
+    except UsageError as e:
+        report.write_termination_log(
+            settings.termination_log, f"{c.LAUNCHER}: error: {e}", create=settings.termination_log_create
+        )
+        return report.usage_error(str(e))
+    apply_scratch(scratch, os.environ)
+    for note in scratch.notes:
+        report.say(note)
+    settings = dataclasses.replace(settings, log_dir=scratch.log_dir)
+
+    try:
         # Imports torch (seconds): only now that the options and env are known to be good.
         from elastic_compile.entrypoint.launch import run_launch
     except ModuleNotFoundError as e:
@@ -66,6 +82,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as e:
         return report.usage_error(f"torch cannot be imported ({e}); reinstall it with: {TORCH_HINT}")
     return run_launch(settings)
+
+
+def import_path_like_python_m() -> None:
+    """Put the working directory first on ``sys.path``, as ``python -m`` does.
+
+    The console script starts with only its own bin directory there, so ``--function
+    train:main`` next to the container's ``workingDir`` was not found and every pod exited 2.
+    ``python -m elastic_compile.entrypoint`` already has it; ``-P``/``PYTHONSAFEPATH``
+    turn it off, for both. Spawned workers inherit the agent's ``sys.path`` (multiprocessing
+    sends it along), forked ones share it.
+    """
+    if sys.flags.safe_path:
+        return
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
 
 
 def run() -> NoReturn:

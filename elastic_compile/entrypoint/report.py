@@ -37,17 +37,33 @@ class Outcome:
         return f"{self.headline}\n{self.details}".rstrip("\n") if self.details else self.headline
 
 
+def shell_signal(exitcode: int) -> int | None:
+    """The signal a shell reports as exit code ``128 + N``, or None.
+
+    ``sh -c "python train.py"`` (a wrapper script, ``bash -c``, ``env`` in a pipeline) does
+    not die with its child's signal: it exits ``128 + N``. A worker OOM-killed behind such a
+    wrapper exits 137, not ``-9``.
+    """
+    n = exitcode - c.EXIT_SIGNAL_BASE
+    return n if n in _SIGNAL_NUMBERS else None
+
+
+_SIGNAL_NUMBERS = frozenset(int(s) for s in signal.valid_signals())
+
+
 def worker_exit_code(exitcode: int) -> int:
     """Map a worker's exit status to ours.
 
     A negative status is a signal (``-9``: SIGKILL) and becomes ``128 + N``, the shell
-    convention, which the operator's ExitCode policy retries. A code in 1-127 is kept
-    (permanent). Anything else (a worker exiting 128-255 on its own) becomes 1: the
-    worker reported a failure, not a kill, and retrying it would repeat it.
+    convention, which the operator's ExitCode policy retries; ``128 + N`` for a real signal
+    N (a shell's report of it, :func:`shell_signal`) is kept, the same. A code in 1-127 is
+    kept (permanent). Anything else (above ``128 + SIGRTMAX``, e.g. 255 from
+    ``sys.exit(-1)``) becomes 1: the worker reported a failure, not a kill, and retrying it
+    would repeat it.
     """
     if exitcode < 0:
         return c.EXIT_SIGNAL_BASE - exitcode
-    if 1 <= exitcode <= 127:
+    if 1 <= exitcode <= 127 or shell_signal(exitcode) is not None:
         return exitcode
     return c.EXIT_USER_FAILURE
 
@@ -76,7 +92,13 @@ def worker_failure(
     plain string when there was no error file (torch-elastic.md §9).
     """
     code = worker_exit_code(exitcode)
-    status = f"was killed by {signal_name(-exitcode)}" if exitcode < 0 else f"exited with code {exitcode}"
+    via_shell = shell_signal(exitcode)
+    if exitcode < 0:
+        status = f"was killed by {signal_name(-exitcode)}"
+    elif via_shell is not None:
+        status = f"exited with code {exitcode}: {signal_name(via_shell)}, as a shell reports it"
+    else:
+        status = f"exited with code {exitcode}"
     headline = f"worker failed: global rank {rank} (local rank {local_rank}, pid {pid}) {status}"
     if isinstance(message, dict):
         text = str(message.get("message", ""))
@@ -86,6 +108,8 @@ def worker_failure(
         details = traceback.rstrip("\n") if text and text in traceback else f"{text}\n{traceback}".strip("\n")
     elif error_file or exitcode < 0:
         details = str(message)  # e.g. "Signal 9 (SIGKILL) received by PID 123"
+    elif via_shell is not None:
+        details = ""  # killed, not failed: no traceback to point at
     else:
         details = (
             "no error file: wrap the script's main function in "

@@ -140,6 +140,17 @@ def sleep_forever(marker_dir: str, ignore_sigterm: str = "no") -> None:
     time.sleep(600)
 
 
+def scratch_report(out_dir: str) -> dict[str, Any]:
+    """Where this worker's temporary files go, and that one can be made there."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile() as f:
+        made = f.name
+    data = {"TMPDIR": os.environ.get("TMPDIR"), "gettempdir": tempfile.gettempdir(), "made": made}
+    _write(out_dir, "scratch", data)
+    return data
+
+
 def return_unserializable() -> object:
     return {1, 2}
 

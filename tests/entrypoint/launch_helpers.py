@@ -23,6 +23,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 WORKERS_SCRIPT = HERE / "elastic_workers.py"
 LAUNCH = (sys.executable, "-m", "elastic_compile.entrypoint")
+# The console script, as a container's command runs it: only its bin dir on sys.path.
+CONSOLE = (str(Path(sys.executable).with_name("elastic-launch")),)
 # Fast polling and fork keep a launch around a second on 2 cores (torch-elastic.md §11).
 FAST = ("--monitor-interval", "0.2", "--start-method", "fork")
 MARKER_ENV = "EC_TEST_MARKER"
@@ -105,7 +107,16 @@ class Launcher:
         self.markers: list[str] = []
         self._n = 0
 
-    def start(self, args: Sequence[str], env: Mapping[str, str] | None = None, name: str = "") -> Agent:
+    def start(
+        self,
+        args: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        name: str = "",
+        *,
+        program: Sequence[str] = LAUNCH,
+        cwd: Path = REPO,
+    ) -> Agent:
+        """Start ``program args`` (``python -m elastic_compile.entrypoint`` by default) in ``cwd``."""
         self._n += 1
         name = name or f"agent{self._n}"
         marker = uuid.uuid4().hex
@@ -113,8 +124,8 @@ class Launcher:
         out, err = self.tmp_path / f"{name}.stdout", self.tmp_path / f"{name}.stderr"
         with out.open("wb") as fo, err.open("wb") as fe:
             proc = subprocess.Popen(
-                [*LAUNCH, *args],
-                cwd=REPO,
+                [*program, *args],
+                cwd=cwd,
                 env=base_env({**(env or {}), MARKER_ENV: marker}),
                 stdin=subprocess.DEVNULL,
                 stdout=fo,
@@ -123,9 +134,16 @@ class Launcher:
         return Agent(proc, out, err, marker)
 
     def run(
-        self, args: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 60, name: str = ""
+        self,
+        args: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        timeout: float = 60,
+        name: str = "",
+        *,
+        program: Sequence[str] = LAUNCH,
+        cwd: Path = REPO,
     ) -> Agent:
-        agent = self.start(args, env, name)
+        agent = self.start(args, env, name, program=program, cwd=cwd)
         agent.wait(timeout)
         return agent
 

@@ -47,10 +47,21 @@ from elastic_compile.entrypoint.worker import call_function, load_function
 
 @pytest.mark.parametrize(
     ("exitcode", "expected"),
-    [(1, 1), (3, 3), (127, 127), (-9, 137), (-15, 143), (-6, 134), (128, 1), (255, 1), (0, 1)],
+    [
+        *[(1, 1), (3, 3), (127, 127), (-9, 137), (-15, 143), (-6, 134), (128, 1), (255, 1), (0, 1)],
+        # 128 + N for a real signal N is a shell's report of it: retryable, like the signal itself.
+        *[(137, 137), (143, 143), (130, 130), (128 + 64, 128 + 64), (128 + 65, 1)],
+    ],
 )
 def test_worker_exit_code(exitcode: int, expected: int) -> None:
     assert worker_exit_code(exitcode) == expected
+
+
+def test_shell_reported_signal_is_named() -> None:
+    outcome = worker_failure(1, local_rank=1, exitcode=137, pid=7, error_file=None, message="To enable ...")
+    assert outcome.exit_code == 137
+    assert outcome.headline.endswith("exited with code 137: SIGKILL, as a shell reports it")
+    assert outcome.details == ""  # killed: no advice about @record
 
 
 def test_contract_exit_codes_sit_on_the_right_side_of_the_operator_split() -> None:
