@@ -16,7 +16,6 @@ from collections.abc import Callable, MutableMapping
 from types import FrameType
 from typing import Any
 
-import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
@@ -30,7 +29,7 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 from elastic_compile import contract as c
 from elastic_compile.entrypoint import report
 from elastic_compile.entrypoint.report import Outcome, say
-from elastic_compile.entrypoint.resources import resolve_nproc
+from elastic_compile.entrypoint.resources import probe_accelerators, resolve_nproc
 from elastic_compile.entrypoint.settings import LaunchSettings, UsageError
 from elastic_compile.entrypoint.worker import call_function
 
@@ -218,7 +217,9 @@ def emit(outcome: Outcome, settings: LaunchSettings) -> None:
 
 
 def _launch(settings: LaunchSettings) -> Outcome:
-    nproc = resolve_nproc(settings.nproc_per_node, torch.cuda.device_count)
+    nproc, counted = resolve_nproc(settings.nproc_per_node, probe_accelerators)
+    if isinstance(settings.nproc_per_node, str):
+        say(f"{c.OPT_NPROC_PER_NODE} {settings.nproc_per_node}: {nproc} worker(s), from the {counted}")
     for note in apply_environment(settings, nproc, os.environ):
         say(note)
     config = build_launch_config(settings, nproc)

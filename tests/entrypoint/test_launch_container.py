@@ -175,3 +175,31 @@ def test_signal_behind_a_shell_is_retryable_like_a_direct_one(
     meaning = "retryable" if expected >= 128 else "permanent"
     assert f"exit {expected} ({meaning})" in agent.stderr
     assert says in agent.stderr and says in term.read_text()
+
+
+# ---------------------------------------------------------------------------- accelerators
+
+
+def _has_accelerator() -> bool:
+    torch = pytest.importorskip("torch", reason="needs torch (test extra)")
+    return torch.accelerator.current_accelerator() is not None
+
+
+@pytest.mark.timeout(90)
+def test_gpu_where_torch_sees_no_accelerator_is_a_clear_usage_error(launcher: Launcher, tmp_path: Path) -> None:
+    if _has_accelerator():
+        pytest.skip("this machine's torch has an accelerator")
+    term = tmp_path / "termination-log"
+    agent = launcher.run(["--nproc-per-node", "gpu", "--termination-log", str(term), "--", "true"], timeout=80)
+    assert agent.proc.returncode == c.EXIT_USAGE, agent.stderr
+    assert "--nproc-per-node gpu: no accelerator is visible to torch (CPU-only build; asked: NVIDIA GPU" in agent.stderr
+    assert "no accelerator is visible" in term.read_text()
+
+
+@pytest.mark.timeout(120)
+def test_auto_where_torch_sees_no_accelerator_counts_cpus(launcher: Launcher, tmp_path: Path) -> None:
+    if _has_accelerator():
+        pytest.skip("this machine's torch has an accelerator")
+    agent = launcher.run([*FAST, "--nproc-per-node", "auto", "--", "true"], timeout=100)
+    assert agent.proc.returncode == 0, agent.stderr
+    assert "worker(s), from the usable CPUs (torch sees no accelerator)" in agent.stderr
