@@ -46,6 +46,37 @@ PET_MAX_RESTARTS: Final = "PET_MAX_RESTARTS"
 PET_RDZV_ID: Final = "PET_RDZV_ID"
 PET_RDZV_CONF: Final = "PET_RDZV_CONF"
 
+# Kubeflow Trainer v2 (TrainJob): its torch plugin injects these five into the container
+# `node`, after trainer.env (so `$(VAR)` of them expands in command/args only, never in env),
+# and its webhook rejects them in trainer.env (kubeflow-trainer-v2.md §4, §5). PET_NNODES is
+# a plain integer; there is no PET_RDZV_*.
+PET_NODE_RANK: Final = "PET_NODE_RANK"
+PET_MASTER_ADDR: Final = "PET_MASTER_ADDR"
+PET_MASTER_PORT: Final = "PET_MASTER_PORT"
+TRAINER_RESERVED_ENV: Final = frozenset(
+    {PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT}
+)
+
+# What a compiled TrainJob passes to elastic-launch (in trainer.args, never env):
+#   OPT_RDZV_AT_MASTER: c10d rendezvous at PET_MASTER_ADDR:PET_MASTER_PORT with
+#     min == max == PET_NNODES (a failed worker restarts the worker group in place,
+#     max_restarts times); the pod with PET_NODE_RANK 0 hosts the store (is_host true),
+#     every other pod is a client (is_host false). An elastic range, another backend, an
+#     is_host key or a different endpoint are usage errors (exit 2).
+#   OPT_MAX_RESTARTS N: Trainer injects no PET_MAX_RESTARTS, so the count goes in args,
+#     with the behaviour options the PyTorchJob gets (timeouts, monitor interval, ...).
+# And in trainer.env, the downward-API entries of TRAINJOB_DOWNWARD_ENV: the run id
+# defaults to <namespace>.<TrainJob name> (the JobSet, named after the TrainJob, labels its
+# pods with it) and the pod IP becomes local_addr, exactly as for a PyTorchJob.
+OPT_RDZV_AT_MASTER: Final = "--rdzv-at-master"
+LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
+TRAINJOB_DOWNWARD_ENV: Final[tuple[tuple[str, str], ...]] = (
+    (ENV_POD_IP, "status.podIP"),
+    (ENV_POD_NAME, "metadata.name"),
+    (ENV_NAMESPACE, "metadata.namespace"),
+    (ENV_JOB_NAME, f"metadata.labels['{LABEL_JOBSET_NAME}']"),
+)
+
 # Names users may not set: the operator appends its own entries after the user's in every
 # layout we emit, so a user value is silently overridden (or duplicated) in the pod.
 OPERATOR_ENV_NAMES: Final = frozenset({"PYTHONUNBUFFERED"})

@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST[:PORT]",
         help="env PET_RDZV_ENDPOINT; default localhost:0 on a single node",
     )
+    p.add_argument(
+        c.OPT_RDZV_AT_MASTER,
+        action="store_true",
+        help="Kubeflow Trainer v2: c10d rendezvous at PET_MASTER_ADDR:PET_MASTER_PORT for PET_NNODES nodes; "
+        "PET_NODE_RANK 0 hosts the store",
+    )
     p.add_argument(c.OPT_RDZV_ID, metavar="ID", help="run id; env PET_RDZV_ID; default <namespace>.<job>")
     p.add_argument(c.OPT_RDZV_CONF, metavar="K=V,K=V", help="extra rendezvous keys; env PET_RDZV_CONF")
     p.add_argument(c.OPT_MAX_RESTARTS, metavar="N", help="env PET_MAX_RESTARTS; default 0")
@@ -270,6 +276,9 @@ class LaunchSettings:
     nproc_per_node: int | str
     rdzv_backend: str
     rdzv_endpoint: str
+    # With --rdzv-at-master (Kubeflow Trainer v2): this pod's PET_NODE_RANK; rank 0 hosts the
+    # store. None otherwise. Not torch's node rank (GROUP_RANK), which the rendezvous assigns.
+    node_rank: int | None
     run_id: str
     rdzv_configs: Mapping[str, object]
     max_restarts: int
@@ -417,7 +426,11 @@ def resolve_parsed(
     if max_restarts is None:
         max_restarts = r.default("max_restarts", DEFAULT_MAX_RESTARTS)
 
-    endpoint = _resolve_endpoint(r, backend, max_nodes)
+    node_rank = None
+    if opts.rdzv_at_master:
+        endpoint, node_rank = _resolve_master(r, backend, min_nodes, max_nodes)
+    else:
+        endpoint = _resolve_endpoint(r, backend, max_nodes)
     run_id = _resolve_run_id(r, max_nodes)
     local_addr = opts.local_addr or r.env_value(c.ENV_POD_IP)
     if opts.local_addr:
@@ -425,7 +438,17 @@ def resolve_parsed(
     else:
         r.sources["local_addr"] = f"env {c.ENV_POD_IP}" if local_addr else "default"
     rdzv_configs = _resolve_rdzv_configs(r, backend)
-    if backend == "c10d" and "is_host" not in rdzv_configs:
+    if node_rank is not None:
+        if "is_host" in rdzv_configs:
+            raise UsageError(
+                f"rendezvous key is_host ({r.sources['rdzv_configs.is_host']}): with {c.OPT_RDZV_AT_MASTER} "
+                f"node rank 0 ({c.PET_NODE_RANK}) hosts the store; remove is_host"
+            )
+        # Exactly one pod hosts, the one PET_MASTER_ADDR names (<trainjob>-node-0-0); the
+        # others are clients and wait for it up to read_timeout. No heuristic, no fallback.
+        rdzv_configs["is_host"] = node_rank == 0
+        r.sources["rdzv_configs.is_host"] = f"derived: {c.PET_NODE_RANK}={node_rank}"
+    elif backend == "c10d" and "is_host" not in rdzv_configs:
         _derive_is_host(r, endpoint, rdzv_configs, backend)
 
     monitor_interval = r.option(
@@ -456,6 +479,7 @@ def resolve_parsed(
         nproc_per_node=nproc,
         rdzv_backend=backend,
         rdzv_endpoint=endpoint,
+        node_rank=node_rank,
         run_id=run_id,
         rdzv_configs=rdzv_configs,
         max_restarts=max_restarts,
@@ -487,10 +511,15 @@ def _resolve_endpoint(r: _Resolver, backend: str, max_nodes: int) -> str:
     if parsed is None:
         if max_nodes == 1 and backend == "c10d":
             return r.default("rdzv_endpoint", LOCAL_ENDPOINT, "default (single node)")
+        hint = (
+            f"; this pod has {c.PET_MASTER_ADDR} (Kubeflow Trainer v2): pass {c.OPT_RDZV_AT_MASTER}"
+            if r.env_value(c.PET_MASTER_ADDR)
+            else ""
+        )
         raise UsageError(
             f"no rendezvous endpoint: a {'multi-node' if max_nodes > 1 else backend} job needs "
             f"{c.PET_RDZV_ENDPOINT} (the operator sets it for jobs with an elasticPolicy) "
-            f"or {c.OPT_RDZV_ENDPOINT}"
+            f"or {c.OPT_RDZV_ENDPOINT}{hint}"
         )
     text, (_host, port) = parsed
     if port == 0 and max_nodes > 1:
@@ -499,6 +528,54 @@ def _resolve_endpoint(r: _Resolver, backend: str, max_nodes: int) -> str:
             "know; a multi-node job needs a fixed port"
         )
     return text
+
+
+def _resolve_master(r: _Resolver, backend: str, min_nodes: int, max_nodes: int) -> tuple[str, int]:
+    """``--rdzv-at-master``: the endpoint and this pod's node rank from the Trainer v2 variables.
+
+    The torch plugin of Kubeflow Trainer v2 injects PET_NNODES (a plain integer),
+    PET_NODE_RANK (the pod's completion index), PET_MASTER_ADDR (``<trainjob>-node-0-0.
+    <trainjob>``) and PET_MASTER_PORT, and no PET_RDZV_* (kubeflow-trainer-v2.md §4). torchrun
+    would use its static backend there; we run c10d at the master address with min == max,
+    so that a failed worker restarts the group in place, max_restarts times.
+    """
+    flag = c.OPT_RDZV_AT_MASTER
+    if r.sources["nnodes"] == "default":
+        raise UsageError(f"{flag}: no {c.PET_NNODES} and no {c.OPT_NNODES} (Kubeflow Trainer v2 sets {c.PET_NNODES})")
+    if min_nodes != max_nodes:
+        raise UsageError(
+            f"{flag}: nnodes {min_nodes}:{max_nodes} ({r.sources['nnodes']}): Trainer v2 runs a fixed number "
+            "of pods, so the rendezvous waits for all of them; give one number"
+        )
+    if backend != "c10d":
+        raise UsageError(f"{flag}: the store runs in node 0's agent, which needs the c10d backend (given: {backend})")
+    values: dict[str, str] = {}
+    for name in (c.PET_MASTER_ADDR, c.PET_MASTER_PORT, c.PET_NODE_RANK):
+        value = r.env_value(name)
+        if value is None:
+            raise UsageError(f"{flag}: {name} is not set (Kubeflow Trainer v2 sets it in the container 'node')")
+        values[name] = value.strip()
+    addr = _checked(lambda: cv.check_host(values[c.PET_MASTER_ADDR]), c.PET_MASTER_ADDR, values[c.PET_MASTER_ADDR])
+    port = _checked(lambda: cv.parse_port(values[c.PET_MASTER_PORT]), c.PET_MASTER_PORT, values[c.PET_MASTER_PORT])
+    rank = parse_int(values[c.PET_NODE_RANK], c.PET_NODE_RANK)
+    if rank >= max_nodes:
+        raise UsageError(f"{c.PET_NODE_RANK}: must be below the {max_nodes} nodes (given: {rank})")
+    bare_v6 = ":" in addr and not addr.startswith("[")
+    endpoint = f"[{addr}]:{port}" if bare_v6 else f"{addr}:{port}"
+    given = r.pick(
+        "rdzv_endpoint",
+        c.OPT_RDZV_ENDPOINT,
+        c.PET_RDZV_ENDPOINT,
+        lambda text, source: parse_endpoint(text, source, BACKEND_DEFAULT_PORTS["c10d"]),
+    )
+    if given is not None and (given[0].lower(), given[1]) != (addr.strip("[]").lower(), port):
+        raise UsageError(
+            f"{flag}: the rendezvous endpoint {given[0]}:{given[1]} ({r.sources['rdzv_endpoint']}) is not "
+            f"{c.PET_MASTER_ADDR}:{c.PET_MASTER_PORT} ({endpoint}); give one of them"
+        )
+    r.sources["rdzv_endpoint"] = f"env {c.PET_MASTER_ADDR}:{c.PET_MASTER_PORT} ({flag})"
+    r.sources["node_rank"] = f"env {c.PET_NODE_RANK}"
+    return endpoint, rank
 
 
 def _resolve_run_id(r: _Resolver, max_nodes: int) -> str:

@@ -401,3 +401,72 @@ def test_settings_are_json_ready() -> None:
     s = resolve(["--rdzv-conf", "is_host=yes", *SCRIPT], OPERATOR_ENV)
     data = json.loads(json.dumps(s.to_dict()))
     assert data["rdzv_configs"]["is_host"] is True and data["command"][1:] == ["train.py", "--lr", "1e-4"]
+
+
+# ------------------------------------------------------------------------- Kubeflow Trainer v2
+
+# What Trainer v2.3's torch plugin injects into the container `node` of pod 1 of TrainJob
+# `train` (kubeflow-trainer-v2.md §4), plus the downward-API entries a compiled TrainJob adds.
+TRAINER_ENV = {
+    c.PET_NNODES: "3",
+    c.PET_NPROC_PER_NODE: "8",
+    c.PET_NODE_RANK: "1",
+    c.PET_MASTER_ADDR: "train-node-0-0.train",
+    c.PET_MASTER_PORT: "29500",
+    c.ENV_NAMESPACE: "research",
+    c.ENV_JOB_NAME: "train",
+    c.ENV_POD_NAME: "train-node-0-1",
+    c.ENV_POD_IP: "10.0.3.7",
+}
+AT_MASTER = [c.OPT_RDZV_AT_MASTER, "--max-restarts", "2", *SCRIPT]
+
+
+def test_trainer_v2_env_gives_c10d_at_the_master_with_fixed_nodes() -> None:
+    s = resolve(AT_MASTER, TRAINER_ENV)
+    assert (s.min_nodes, s.max_nodes, s.nproc_per_node) == (3, 3, 8)
+    assert (s.rdzv_backend, s.rdzv_endpoint, s.node_rank) == ("c10d", "train-node-0-0.train:29500", 1)
+    assert s.rdzv_configs["is_host"] is False and s.max_restarts == 2
+    assert s.run_id == "research.train" and s.local_addr == "10.0.3.7"
+    assert s.sources["rdzv_endpoint"] == "env PET_MASTER_ADDR:PET_MASTER_PORT (--rdzv-at-master)"
+    assert s.sources["rdzv_configs.is_host"] == "derived: PET_NODE_RANK=1"
+    assert resolve(AT_MASTER, {**TRAINER_ENV, c.PET_NODE_RANK: "0"}).rdzv_configs["is_host"] is True
+
+
+def test_trainer_v2_ipv6_master_gets_brackets() -> None:
+    s = resolve(AT_MASTER, {**TRAINER_ENV, c.PET_MASTER_ADDR: "fd00::1"})
+    assert s.rdzv_endpoint == "[fd00::1]:29500"
+
+
+def test_trainer_v2_env_without_the_flag_says_which_flag() -> None:
+    message = error(SCRIPT, TRAINER_ENV)
+    assert message.endswith("this pod has PET_MASTER_ADDR (Kubeflow Trainer v2): pass --rdzv-at-master")
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        ([], {c.PET_NNODES: "2:4"}, "--rdzv-at-master: nnodes 2:4 (env PET_NNODES): Trainer v2 runs a fixed number"),
+        (["--nnodes", "2"], {}, "--nnodes 2 (manifest option) conflicts with PET_NNODES=3"),
+        ([], {c.PET_MASTER_PORT: ""}, "--rdzv-at-master: PET_MASTER_PORT is not set (Kubeflow Trainer v2 sets it"),
+        ([], {c.PET_MASTER_PORT: "0"}, "PET_MASTER_PORT: must be a port number, 1-65535 (given: 0)"),
+        ([], {c.PET_MASTER_ADDR: "node 0"}, "PET_MASTER_ADDR: expected a host name"),
+        ([], {c.PET_NODE_RANK: "3"}, "PET_NODE_RANK: must be below the 3 nodes (given: 3)"),
+        ([], {c.PET_NODE_RANK: "-1"}, "PET_NODE_RANK: expected an integer >= 0 (given: -1)"),
+        (["--rdzv-backend", "etcd-v2"], {}, "--rdzv-at-master: the store runs in node 0's agent, which needs"),
+        (["--rdzv-conf", "is_host=1"], {}, "rendezvous key is_host (--rdzv-conf): with --rdzv-at-master node rank 0"),
+        (["--rdzv-endpoint", "elsewhere:29500"], {}, "--rdzv-at-master: the rendezvous endpoint elsewhere:29500"),
+    ],
+)
+def test_trainer_v2_problems(argv: list[str], env: dict[str, str], expected: str) -> None:
+    assert error([c.OPT_RDZV_AT_MASTER, *argv, *SCRIPT], {**TRAINER_ENV, **env}).startswith(expected)
+
+
+def test_trainer_v2_without_nnodes_is_not_a_trainjob_pod() -> None:
+    env = {k: v for k, v in TRAINER_ENV.items() if k != c.PET_NNODES}
+    expected = "--rdzv-at-master: no PET_NNODES and no --nnodes (Kubeflow Trainer v2 sets PET_NNODES)"
+    assert error(AT_MASTER, env) == expected
+
+
+def test_trainer_v2_same_endpoint_given_twice_is_fine() -> None:
+    s = resolve([c.OPT_RDZV_AT_MASTER, "--rdzv-endpoint", "Train-Node-0-0.train:29500", *SCRIPT], TRAINER_ENV)
+    assert s.rdzv_endpoint == "train-node-0-0.train:29500"
