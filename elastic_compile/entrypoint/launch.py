@@ -6,6 +6,7 @@ the environment have been validated (:mod:`elastic_compile.entrypoint.settings`)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,10 +28,10 @@ from torch.distributed.elastic.rendezvous import (
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from elastic_compile import contract as c
-from elastic_compile.entrypoint import report
+from elastic_compile.entrypoint import reaper, report
 from elastic_compile.entrypoint.report import Outcome, say
 from elastic_compile.entrypoint.resources import probe_accelerators, resolve_nproc
-from elastic_compile.entrypoint.settings import LaunchSettings, UsageError
+from elastic_compile.entrypoint.settings import LaunchSettings, UsageError, check_result_target
 from elastic_compile.entrypoint.worker import call_function
 
 # The signals torch's PContext turns into SignalException (LaunchConfig's default).
@@ -190,16 +191,40 @@ def write_result(settings: LaunchSettings, results: dict[int, Any]) -> Outcome:
             c.EXIT_USER_FAILURE,
             f"{c.OPT_RESULT}: the rank-0 return value ({type(results[0]).__name__}) is not JSON-serializable: {e}",
         )
-    directory = os.path.dirname(os.path.abspath(settings.result_path))
     try:
-        # Write then rename: a reader never sees half a file.
+        # Checked at start too; a worker may have put a link there since.
+        check_result_target(settings.result_path)
+    except UsageError as e:
+        return Outcome(c.EXIT_USAGE, f"error: {e}")
+    directory = os.path.dirname(os.path.abspath(settings.result_path))
+    tmp = None
+    try:
+        # Write then rename in the same directory: a reader never sees half a file, and a
+        # rename replaces the directory entry, never what a link would point at. mkstemp
+        # creates with O_EXCL (no link followed) and mode 0600: give the file the umask's mode.
         fd, tmp = tempfile.mkstemp(prefix=".result-", dir=directory)
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text + "\n")
         os.replace(tmp, settings.result_path)
     except OSError as e:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         return Outcome(c.EXIT_AGENT_ERROR, f"{c.OPT_RESULT} {settings.result_path}: {e}")
     return Outcome(0)
+
+
+def current_umask() -> int:
+    """This process's umask, read without changing it (Linux ``/proc``), else the usual 022."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 def emit(outcome: Outcome, settings: LaunchSettings) -> None:
@@ -244,9 +269,28 @@ def run_launch(settings: LaunchSettings) -> int:
     a SIGTERM orphans the workers (torch-elastic.md §10).
     """
     install_signal_handlers()
+    subreaper = reaper.become_subreaper()
     try:
         outcome = _launch(settings)
     except Exception as e:  # every way out becomes an exit code and a report
         outcome = classify(e, settings)
     emit(outcome, settings)
+    sweep_leftovers(settings, subreaper)
     return outcome.exit_code
+
+
+def sweep_leftovers(settings: LaunchSettings, subreaper: bool) -> None:
+    """Stop what the workers left running (detached children), then say what it was.
+
+    Termination signals are ignored meanwhile: the exit code is decided, the sweep is
+    bounded, and a second SIGTERM must not abandon it halfway.
+    """
+    previous = {name: signal.signal(getattr(signal, name), signal.SIG_IGN) for name in SIGNALS_TO_HANDLE.split(",")}
+    try:
+        left = reaper.sweep(grace=min(reaper.SWEEP_GRACE_SECONDS, max(settings.shutdown_timeout, 1)))
+    finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
+    if left:
+        how = "" if subreaper else " (not a subreaper here: detached ones may have escaped)"
+        say(f"stopped {len(left)} process(es) the workers left running{how}: {', '.join(left)}")

@@ -6,9 +6,12 @@ everything here works on plain data so it can be tested without starting process
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import stat
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, TextIO
 
@@ -132,20 +135,69 @@ def fit_termination_message(text: str, limit: int = TERMINATION_LOG_LIMIT) -> st
     return head_b.decode(errors="ignore") + _ELLIPSIS + tail.decode(errors="ignore")
 
 
-def write_termination_log(path: str | None, text: str, *, create: bool) -> bool:
-    """Write ``text`` (cut to Kubernetes' limit) to ``path``; True if written.
+# Environment variables whose values may appear in a report as they are: set by the operator,
+# by Trainer, by the compiler (downward API) or by torch for the launcher, and a few that
+# every image has and that locate files in tracebacks. Every other value is a possible
+# secret (env from a Secret) and is never copied into the termination message, which
+# anyone who may read the pod's status sees.
+_SHOWN_ENV_PREFIXES: Final = (c.OPERATOR_ENV_PREFIX, c.LAUNCHER_ENV_PREFIX, "TORCHELASTIC_", "KUBERNETES_")
+_SHOWN_ENV: Final = frozenset(
+    {"PATH", "HOME", "PWD", "HOSTNAME", "LANG", "TERM", "SHELL", "USER", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR"}
+)
+#: Shorter values ("1", "true", "c10d") are everywhere in ordinary text; hiding them would
+#: garble the report without protecting a real secret.
+MIN_HIDDEN_LENGTH: Final = 6
+
+
+def hide_env_values(text: str, environ: Mapping[str, str]) -> str:
+    """``text`` with the value of every environment variable not known to be harmless replaced by ``<$NAME>``."""
+    hidden = [
+        (value, name)
+        for name, value in environ.items()
+        if len(value) >= MIN_HIDDEN_LENGTH and name not in _SHOWN_ENV and not name.startswith(_SHOWN_ENV_PREFIXES)
+    ]
+    for value, name in sorted(hidden, key=lambda vn: -len(vn[0])):  # longest first: a value inside another
+        text = text.replace(value, f"<${name}>")
+    return text
+
+
+def _write_no_follow(path: str, data: bytes, *, create: bool) -> None:
+    """Write ``data`` to the regular file ``path``, never through a symbolic link or into a FIFO or device."""
+    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+    fd = os.open(path, flags, 0o666)  # the umask applies
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        os.ftruncate(fd, 0)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def write_termination_log(
+    path: str | None, text: str, *, create: bool, environ: Mapping[str, str] | None = None
+) -> bool:
+    """Write ``text`` (cut to Kubernetes' limit, env values hidden) to ``path``; True if written.
 
     ``create=False`` writes only to a file that exists: Kubernetes mounts
     ``/dev/termination-log`` into every container, while on a workstation that default
     path does not exist and must not be created in ``/dev``. A missing directory or an
-    unwritable file is skipped quietly: the report already went to stderr.
+    unwritable file is skipped quietly: the report already went to stderr. A symbolic link
+    (or anything but a regular file) at ``path`` is never written through; that is said
+    on stderr. ``environ`` (default ``os.environ``) is what :func:`hide_env_values` hides.
     """
-    if not path or (not create and not os.path.exists(path)):
+    if not path or (not create and not os.path.lexists(path)):
         return False
+    message = hide_env_values(text, os.environ if environ is None else environ)
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(fit_termination_message(text))
-    except OSError:
+        _write_no_follow(path, fit_termination_message(message).encode(), create=create)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            say(f"termination log {path} is a symbolic link: not written through")
+        elif e.errno in (errno.EINVAL, errno.ENXIO):
+            say(f"termination log {path} is not a regular file: not written")
         return False
     return True
 

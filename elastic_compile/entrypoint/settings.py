@@ -27,6 +27,7 @@ import ipaddress
 import os
 import re
 import shutil
+import stat
 import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -710,3 +711,23 @@ def _check_result_path(path: str, function: str | None) -> None:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise UsageError(f"{c.OPT_RESULT} {path}: directory {parent} does not exist")
+    check_result_target(path)
+
+
+def check_result_target(path: str) -> None:
+    """``--result`` may replace a regular file or create one, never replace a symbolic link or anything else.
+
+    The result is written to a temporary file beside it and renamed over it: a rename
+    never writes through a link, but it would silently replace the user's link (or
+    directory entry) with our file.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise UsageError(f"{c.OPT_RESULT} {path}: {e.strerror}") from None
+    if stat.S_ISLNK(mode):
+        raise UsageError(f"{c.OPT_RESULT} {path}: a symbolic link; give the path of the file itself")
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{c.OPT_RESULT} {path}: exists and is not a regular file")

@@ -151,6 +151,32 @@ def scratch_report(out_dir: str) -> dict[str, Any]:
     return data
 
 
+def detach(out_dir: str, then: str = "return") -> str:
+    """Leave a daemon behind (double fork, setsid, inherited descriptors closed, as daemons do), then return or raise.
+
+    The daemon writes its pid to ``daemon.<rank>`` and sleeps; only rank 0 makes one. (A
+    child that keeps the worker's descriptors keeps multiprocessing's sentinel pipe open,
+    and torch then waits for the worker until that child exits: torch's behaviour.)
+    """
+    if os.environ["RANK"] == "0":
+        child = os.fork()
+        if child == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.closerange(3, 65536)
+                (Path(out_dir) / "daemon.0").write_text(str(os.getpid()))
+                time.sleep(600)
+                os._exit(0)
+            os._exit(0)
+        os.waitpid(child, 0)
+        deadline = time.monotonic() + 30
+        while not (Path(out_dir) / "daemon.0").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if then == "raise":
+        raise RuntimeError("failed after detaching a daemon")
+    return "detached"
+
+
 def return_unserializable() -> object:
     return {1, 2}
 
