@@ -36,6 +36,7 @@ REGENERATE = "stale: run `python -m elastic_compile.schema.generate` (with the C
 #: The files a plain clone carries: every target can validate without the upstream CRDs.
 SHIPPED = {
     "k8s-core.json",
+    "k8s-merge-keys.json",
     "pytorchjobs.kubeflow.org.json",
     "trainjobs.trainer.kubeflow.org.json",
     "trainingruntimes.trainer.kubeflow.org.json",
@@ -55,6 +56,12 @@ def test_k8s_core_is_current() -> None:
     pytest.importorskip("kubernetes_validate", reason="kubernetes-validate (test extra) generates k8s-core.json")
     fresh = generate.dump(generate.k8s_core())
     assert (compact.COMPACT_DIR / compact.CORE_FILE).read_text(encoding="utf-8") == fresh, REGENERATE
+
+
+def test_k8s_merge_keys_are_current() -> None:
+    pytest.importorskip("kubernetes_validate", reason="kubernetes-validate (test extra) generates k8s-merge-keys.json")
+    fresh = generate.dump(generate.k8s_merge_keys())
+    assert (compact.COMPACT_DIR / compact.MERGE_KEYS_FILE).read_text(encoding="utf-8") == fresh, REGENERATE
 
 
 @pytest.mark.parametrize("upstream", generate.CRDS)

@@ -57,6 +57,8 @@ from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity
 COMPACT_DIR: Final = Path(__file__).with_name("compact")
 #: The Kubernetes definitions every other file may refer to.
 CORE_FILE: Final = "k8s-core.json"
+#: Kubernetes' strategic-merge keys for the built-in kinds, for kustomize (not a schema to validate with).
+MERGE_KEYS_FILE: Final = "k8s-merge-keys.json"
 
 Loc = tuple[str | int, ...]
 Problem = tuple[Loc, str]

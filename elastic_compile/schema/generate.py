@@ -10,6 +10,8 @@ Sources:
 * ``k8s-core.json``: Kubernetes' PodTemplate, PodSpec and ObjectMeta with everything they
   reference, from the strict schemas kubernetes-validate bundles (a test dependency) for
   :data:`KUBERNETES_VERSION`;
+* ``k8s-merge-keys.json``: what kustomize needs to merge the built-in kinds, from the same
+  source at :data:`KUSTOMIZE_KUBERNETES_VERSION` (see ``compiler/kustomize.py``);
 * one file per CRD in :data:`CRDS`, from the CRD YAML in the directory ``--crds`` or
   ``$ELASTIC_COMPILE_CRDS`` names. The file is named after the CRD (``<plural>.<group>.json``).
 
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from elastic_compile.core.quantity import QUANTITY_PATTERN
-from elastic_compile.schema.compact import COMPACT_DIR, CORE_FILE, INT_RANGES, OPENAPI_SAME
+from elastic_compile.schema.compact import COMPACT_DIR, CORE_FILE, INT_RANGES, MERGE_KEYS_FILE, OPENAPI_SAME
 
 CRDS_ENV: Final = "ELASTIC_COMPILE_CRDS"
 
@@ -340,6 +342,132 @@ def _share_repeats(roots: dict[str, Any]) -> dict[str, Any]:
     return dict(sorted(definitions.items()))
 
 
+# --------------------------------------------------------------------------- kustomize's merge keys
+
+#: The Kubernetes minor of ``k8s-merge-keys.json``: the oldest kubernetes-validate bundles, the
+#: nearest to the schema kustomize has built in (Kubernetes 1.21.2 in kubectl 1.37's kustomize
+#: v5.8.1), whose merging our file must reproduce for built-in kinds.
+KUSTOMIZE_KUBERNETES_VERSION: Final = "1.25"
+_PATCH_KEYS: Final = ("x-kubernetes-patch-strategy", "x-kubernetes-patch-merge-key")
+_GVK: Final = "x-kubernetes-group-version-kind"
+#: Where Kubernetes 1.25 merges but kustomize's built-in 1.21.2 schema does not, found with
+#: the real kubectl by tests/kustomize/test_kustomize_builtin_kinds.py: left out, so that a
+#: patch on them behaves as it does without our file.
+KUSTOMIZE_NOT_MERGED: Final = {
+    ("io.k8s.api.core.v1.EphemeralContainer", "ports"),
+    ("io.k8s.api.networking.v1.NetworkPolicyStatus", "conditions"),
+}
+#: Group-versions kustomize's built-in schema does not know (it replaces their lists): left out.
+KUSTOMIZE_UNKNOWN: Final = {"autoscaling/v2"}
+
+
+def _gvk_api_version(gvk: Mapping[str, str]) -> str:
+    return f"{gvk['group']}/{gvk['version']}" if gvk["group"] else gvk["version"]
+
+
+def k8s_merge_keys(version: str = KUSTOMIZE_KUBERNETES_VERSION) -> dict[str, Any]:
+    """``k8s-merge-keys.json``: what kustomize needs to merge built-in kinds, and nothing else.
+
+    Kubernetes' definitions (Swagger form, ``#/definitions/`` references) pruned to the
+    paths that lead to a list with a patch strategy: kustomize reads nothing else from a
+    schema when it merges (a field without one merges as a map, or is replaced as a list,
+    with a schema or without). Kinds keep their ``x-kubernetes-group-version-kind``.
+    """
+    import kubernetes_validate
+
+    base = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{version}.0-local"
+    defs: dict[str, Any] = json.loads((base / "_definitions.json").read_text(encoding="utf-8"))["$defs"]
+    pruned = _MergePruner(defs).run()
+    return {
+        "source": f"kubernetes-validate schemas, Kubernetes {version}, pruned to merge keys",
+        "kubernetes": version,
+        "definitions": pruned,
+    }
+
+
+class _MergePruner:
+    def __init__(self, defs: Mapping[str, Any]) -> None:
+        self.defs = defs
+        self.done: dict[str, dict[str, Any] | None] = {}
+        self.items_only: set[str] = set()
+
+    def run(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in sorted(self.defs):
+            definition = self.defs[name]
+            gvks = definition.get(_GVK, [])
+            if name.endswith("List") or any(_gvk_api_version(g) in KUSTOMIZE_UNKNOWN for g in gvks):
+                continue  # a List is expanded before any patch; unknown group-versions have no schema
+            pruned = self.definition(name)
+            if pruned is not None and gvks:
+                out[name] = {**pruned, _GVK: gvks}
+        # Everything the kinds reach.
+        reached = self._reached(out)
+        for name in sorted(reached - set(out)):
+            out[name] = self.done.get(name) or {"type": "object"}
+        return dict(sorted(out.items()))
+
+    def _reached(self, out: Mapping[str, Any]) -> set[str]:
+        seen: set[str] = set()
+        stack = list(out.values())
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                ref = node.get("$ref")
+                if isinstance(ref, str):
+                    name = ref.rsplit("/", 1)[-1]
+                    if name not in seen:
+                        seen.add(name)
+                        stack.append(self.done.get(name) or {})
+                stack.extend(v for v in node.values() if isinstance(v, (dict, list)))
+            elif isinstance(node, list):
+                stack.extend(node)
+        return seen
+
+    def definition(self, name: str) -> dict[str, Any] | None:
+        if name not in self.done:
+            self.done[name] = None  # against cycles: a cycle adds nothing
+            self.done[name] = self.node(self.defs[name], name)
+        return self.done[name]
+
+    def node(self, node: Mapping[str, Any], owner: str, field: str = "") -> dict[str, Any] | None:
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            name = ref.rsplit("/", 1)[-1]
+            return {"$ref": f"#/definitions/{name}"} if self.definition(name) is not None else None
+        out: dict[str, Any] = {}
+        if (owner, field) not in KUSTOMIZE_NOT_MERGED:
+            out.update({k: node[k] for k in _PATCH_KEYS if k in node})
+        items = node.get("items")
+        if isinstance(items, Mapping):
+            inner = self.node(items, owner)
+            if inner is None and out and "$ref" in items:
+                # A merged list of plain objects: kustomize still needs to reach the items.
+                name = items["$ref"].rsplit("/", 1)[-1]
+                inner = {"$ref": f"#/definitions/{name}"}
+            if inner is not None:
+                out["items"] = inner
+        extra = node.get("additionalProperties")
+        if isinstance(extra, Mapping):
+            inner = self.node(extra, owner)
+            if inner is not None:
+                out["additionalProperties"] = inner
+        properties = {}
+        for key, sub in sorted(node.get("properties", {}).items()):
+            inner = self.node(sub, owner, key)
+            if inner is not None:
+                properties[key] = inner
+        if properties:
+            out["properties"] = properties
+        if not out:
+            return None
+        # kustomize reads one type (["array", "null"] would hide the items from it).
+        types = _types(node)
+        if types:
+            out["type"] = types[0]
+        return out
+
+
 # --------------------------------------------------------------------------- files
 
 
@@ -373,6 +501,7 @@ def generate_all(crds: Path | None) -> dict[str, str]:
     out: dict[str, str] = {}
     core = k8s_core()
     out[CORE_FILE] = dump(core)
+    out[MERGE_KEYS_FILE] = dump(k8s_merge_keys())
     if crds is not None:
         for name in CRDS:
             path = crds / name
