@@ -82,10 +82,21 @@ def downward_env() -> list[dict[str, Any]]:
     return [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in contract.DOWNWARD_ENV]
 
 
+def adds_shm(spec: ElasticSpec) -> bool:
+    """Whether the training container gets our /dev/shm: asked for, and not mounted there by the user."""
+    user = next((c for c in spec.pod_template.spec.get("containers") or [] if _is_training(c)), None)
+    mounts = (user or {}).get("volumeMounts") or []
+    return spec.shared_memory is not False and not any(mounts_shm(m) for m in mounts)
+
+
+def _is_training(container: dict[str, Any]) -> bool:
+    return container.get("name") == contract.TRAINING_CONTAINER
+
+
 def training_container(
-    spec: ElasticSpec, user: dict[str, Any] | None, command: list[str], args: list[str]
+    spec: ElasticSpec, user: dict[str, Any] | None, command: list[str], args: list[str], *, shm_volume: bool = True
 ) -> tuple[dict[str, Any], bool]:
-    """The merged ``pytorch`` container, and whether it got our /dev/shm mount."""
+    """The merged ``pytorch`` container, and whether it got our /dev/shm mount (``shm_volume=False``: never)."""
     user = copy.deepcopy(user) if user else {}
     container: dict[str, Any] = {
         "name": contract.TRAINING_CONTAINER,
@@ -101,7 +112,7 @@ def training_container(
     if res:
         container["resources"] = res
     mounts = list(user.pop("volumeMounts", None) or [])
-    add_shm = spec.shared_memory is not False and not any(mounts_shm(m) for m in mounts)
+    add_shm = shm_volume and adds_shm(spec)
     if add_shm:
         mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
     if mounts:
@@ -121,13 +132,15 @@ def training_container(
     return container, add_shm
 
 
-def build_pod_template(spec: ElasticSpec, command: list[str], args: list[str], grace_seconds: int) -> dict[str, Any]:
-    """The PodTemplateSpec of every worker."""
+def build_pod_template(
+    spec: ElasticSpec, command: list[str], args: list[str], grace_seconds: int, *, shm_volume: bool = True
+) -> dict[str, Any]:
+    """The PodTemplateSpec of every worker (``shm_volume=False``: without our /dev/shm volume)."""
     user_spec: dict[str, Any] = copy.deepcopy(spec.pod_template.spec)
     user_containers: list[dict[str, Any]] = user_spec.pop("containers", None) or []
-    user_training = next((c for c in user_containers if c.get("name") == contract.TRAINING_CONTAINER), None)
+    user_training = next((c for c in user_containers if _is_training(c)), None)
     sidecars = [c for c in user_containers if c is not user_training]
-    training, add_shm = training_container(spec, user_training, command, args)
+    training, add_shm = training_container(spec, user_training, command, args, shm_volume=shm_volume)
 
     pod: dict[str, Any] = {"containers": [training, *sidecars]}
     if "initContainers" in user_spec:

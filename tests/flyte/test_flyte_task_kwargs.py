@@ -209,7 +209,7 @@ def test_settings_flytekit_cannot_carry_are_located_errors(
 
 
 def test_a_pod_field_the_kubernetes_client_drops_is_an_error(tmp_path: Path) -> None:
-    from elastic_compile.targets.flyte.kwargs import _pod_spec
+    from elastic_compile.targets.flyte.task import pod_spec_object
 
     with pytest.raises(SpecError, match=r"cannot represent futureField, so flytekit would drop it"):
-        _pod_spec({"containers": [{"name": "pytorch", "image": IMAGE}], "futureField": True}, None)
+        pod_spec_object({"containers": [{"name": "pytorch", "image": IMAGE}], "futureField": True}, None, "flytekit")

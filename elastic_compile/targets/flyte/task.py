@@ -209,19 +209,128 @@ def flyte_resources(spec: ElasticSpec) -> dict[str, dict[str, str]]:
     return {side: {(GPU_KEY if k == GPU_RESOURCE else k): v for k, v in values.items()} for side, values in out.items()}
 
 
-def flyte_pod_template(spec: ElasticSpec) -> dict[str, Any]:
+def flyte_pod_template(spec: ElasticSpec, *, shm_volume: bool = True) -> dict[str, Any]:
     """``{metadata, spec}`` of the Flyte pod: the PyTorchJob's pod template, Flyte's args and resources.
 
     Plain JSON numbers (ints stay ints); ``spec_to_flyte`` turns them into Struct doubles.
+    ``shm_volume=False`` leaves out our /dev/shm volume and mount (Flyte 2 asks the
+    backend for them instead).
     """
     template = build_pod_template(
-        spec, [contract.LAUNCHER], list(flyte_launcher_args(spec)), spec.shutdown_timeout + GRACE_MARGIN_SECONDS
+        spec,
+        [contract.LAUNCHER],
+        list(flyte_launcher_args(spec)),
+        spec.shutdown_timeout + GRACE_MARGIN_SECONDS,
+        shm_volume=shm_volume,
     )
     primary = next(c for c in template["spec"]["containers"] if c["name"] == contract.TRAINING_CONTAINER)
     res = flyte_resources(spec)
     if res:
         primary["resources"] = res
     return template
+
+
+# --------------------------------------------------------------------------- Flyte's own launchers
+#
+# elastic_compile.flyte (flytekit's Elastic) and elastic_compile.flyte2 (flyte-sdk's
+# Elastic) hand the task to a launcher that calls torch's elastic_launch in the pod
+# instead of elastic-launch. Both get the same settings from here.
+
+# torch reads this when a LaunchConfig leaves shutdown_timeout unset (torch 2.13
+# ``LaunchConfig.__post_init__``), as both Flyte launchers do: how our shutdown_timeout
+# reaches them.
+ENV_SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+
+
+def elastic_nnodes(spec: ElasticSpec) -> int | str:
+    """``Elastic.nnodes``: an int when fixed, ``"MIN:MAX"`` for a range.
+
+    Both Flyte SDKs pick a plain pod task for the int 1 only (``"1"`` would be a
+    one-worker PyTorchJob), which is what ``-t flyte`` prints for one node.
+    """
+    return spec.nnodes.min if not spec.nnodes.elastic else f"{spec.nnodes.min}:{spec.nnodes.max}"
+
+
+def monitor_interval(spec: ElasticSpec) -> int | float:
+    """``Elastic.monitor_interval``: an int when whole (the SDKs declare an int; torch takes a float)."""
+    interval = spec.monitor_interval
+    return int(interval) if float(interval).is_integer() else interval
+
+
+def rdzv_configs(spec: ElasticSpec) -> dict[str, Any]:
+    """``Elastic.rdzv_configs``: every rendezvous timeout explicit, then ``rdzv.conf``.
+
+    Neither SDK serializes them, so without this torch's defaults would apply in the pod
+    (a 60 s store read timeout: flytekit#3419).
+    """
+    rdzv = spec.rdzv
+    return {
+        # c10d ignores "timeout"; LaunchConfig adds 900 when it is missing, so it is set
+        # to join_timeout to keep torch's log honest (as elastic-launch does).
+        "timeout": rdzv.join_timeout,
+        "join_timeout": rdzv.join_timeout,
+        "last_call_timeout": rdzv.last_call_timeout,
+        "close_timeout": rdzv.close_timeout,
+        "heartbeat_timeout": rdzv.heartbeat_timeout,
+        "read_timeout": rdzv.read_timeout,
+        **rdzv.conf,
+    }
+
+
+def add_launcher_env(spec: ElasticSpec, container: dict[str, Any], taken: set[str] | None = None) -> None:
+    """What elastic-launch does for itself, as env for Flyte's launchers (unless already set).
+
+    ``taken``: names set elsewhere in the container's environment (Flyte 2's env_vars).
+    """
+    env: list[dict[str, Any]] = container.setdefault("env", [])
+    names = {e.get("name") for e in env} | (taken or set())
+    for name, value in (
+        # Without it restarts and scale-up reuse the rank-0 agent's store and fail
+        # (pytorch#135712, torch-elastic.md §7); elastic-launch sets it, the SDKs do not.
+        (contract.ENV_DISABLE_SHARED_STORE, "1"),
+        (ENV_SHUTDOWN_TIMEOUT, str(spec.shutdown_timeout)),
+    ):
+        if name not in names:
+            env.append({"name": name, "value": value})
+
+
+def pod_spec_object(data: dict[str, Any], loaded: Loaded | None, sdk: str) -> Any:
+    """``data`` (camelCase JSON) as a kubernetes ``V1PodSpec``, refusing to lose any field on the way.
+
+    The kubernetes client drops keys its models do not know, so a pod_template field newer
+    than the installed client (or misspelt) would vanish from the task without a word.
+    ``sdk`` names who would drop it, for the message. Imports the kubernetes client.
+    """
+    import inspect
+    import json
+
+    from kubernetes.client import ApiClient
+
+    client: Any = ApiClient()
+    text = json.dumps(data)
+    if "response_text" in inspect.signature(client.deserialize).parameters:
+        pod_spec = client.deserialize(text, "V1PodSpec", None)  # kubernetes >= 32
+    else:  # pragma: no cover - older clients read a response object's .data
+        pod_spec = client.deserialize(type("Response", (), {"data": text})(), "V1PodSpec")
+    lost = _lost_fields(data, client.sanitize_for_serialization(pod_spec), ())
+    if lost:
+        why = "the kubernetes client cannot represent {}, so {} would drop it; check the spelling or upgrade it"
+        raise SpecError([locate(loaded, ("pod_template", "spec"), why.format(path, sdk)) for path in lost])
+    return pod_spec
+
+
+def _lost_fields(given: Any, kept: Any, path: tuple[str | int, ...]) -> list[str]:
+    if isinstance(given, dict) and isinstance(kept, dict):
+        out: list[str] = []
+        for key, value in given.items():
+            if key not in kept:
+                out.append(".".join(map(str, (*path, key))))
+            else:
+                out += _lost_fields(value, kept[key], (*path, key))
+        return out
+    if isinstance(given, list) and isinstance(kept, list) and len(given) == len(kept):
+        return [p for i, (g, k) in enumerate(zip(given, kept, strict=True)) for p in _lost_fields(g, k, (*path, i))]
+    return [] if given == kept else [".".join(map(str, path))]
 
 
 def elastic_custom(spec: ElasticSpec) -> dict[str, Any] | None:
