@@ -1,0 +1,287 @@
+"""ElasticSpec -> the settings of a Flyte 2 ``flyte.TaskEnvironment``, as plain data.
+
+No flyte, flyteplugins or kubernetes here: ``-t flyte2`` prints this data, and
+``sdk.environment_kwargs`` turns the very same data into flyte objects. Facts are from
+flyte 2.12.1 and flyteplugins-pytorch 2.12.1 (``flyteplugins/pytorch/task.py``,
+``flyte/_resources.py``, ``flyte/_internal/runtime/task_serde.py``,
+``resources_serde.py``) and the Flyte 2 backend's ``flytek8s/pod_helper.go``.
+
+Flyte 2 still runs torch elastic as a Kubeflow PyTorchJob, from the same ``custom`` as
+Flyte 1, so most of this is the ``-t flyte`` pod (``compiler.flyte.flyte_pod_template``)
+redistributed over the environment's fields:
+
+* ``plugin_config``: ``Elastic`` with every field explicit, because flyte-sdk's defaults
+  differ from flytekit's and ours (max_restarts 3, monitor_interval 3, no read timeout);
+* ``resources``: what ``flyte.Resources`` can say exactly (cpu and memory as a request
+  or a ``[request, limit]`` pair, a GPU request count, an ``ephemeral-storage`` request
+  as ``disk``) plus ``shm`` for ``shared_memory``; everything else stays on the pod
+  template's training container, and Flyte merges the two, its own keys winning;
+* ``env_vars``: the spec's env up to its first ``valueFrom`` entry (``env_vars`` holds
+  plain strings, and Flyte puts them before the template container's env); the rest stays,
+  in order, on the training container;
+* ``pod_template``: the ``-t flyte`` pod without what Flyte 2 sets itself (image, command
+  and args of the training container), without elastic-launch's downward-API env (no
+  elastic-launch runs), and without our /dev/shm (the backend mounts ``shm`` on the
+  primary container and refuses a second /dev/shm), plus the two variables elastic-launch
+  would have set for itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from elastic_compile import contract
+from elastic_compile.compiler.errors import Problem, SpecError
+from elastic_compile.compiler.flyte import (
+    FieldPath,
+    add_launcher_env,
+    elastic_nnodes,
+    flyte_pod_template,
+    flyte_problems,
+    locate,
+    monitor_interval,
+    rdzv_configs,
+)
+from elastic_compile.compiler.loader import Loaded
+from elastic_compile.compiler.podspec import adds_shm, env_entries
+from elastic_compile.schema import ElasticSpec
+from elastic_compile.schema.models import mounts_shm
+from elastic_compile.schema.quantity import parse_quantity
+
+# flyte/_environment.py: environment names are snake or kebab case (the task is
+# registered as <env>.<function>); TaskEnvironment raises ValueError otherwise.
+ENV_NAME = re.compile(r"^[a-z0-9]+([_-][a-z0-9]+)*$")
+
+# resources_serde.py names the /dev/shm volume "flyte-shm"; the backend's
+# ApplySharedMemory fails the task when the pod already has a volume of that name.
+SHM_MOUNT_NAME = "flyte-shm"
+# Resources(shm="auto"): a memory-backed /dev/shm with no sizeLimit, as our shared_memory: true.
+SHM_AUTO = "auto"
+
+# flyteplugins.pytorch.task.RunPolicy's spelling of our clean_pod_policy values (it
+# upper-cases them into CLEANPOD_POLICY_*; its Literal type says "all").
+CLEAN_POD_POLICY = {"All": "all", "Running": "Running", "None": "None"}
+
+# flyte.Resources fields that take a request or a (request, limit) pair, and those that
+# take a request only (GPU and disk limits exist only through the pod template).
+_PAIRS = {"cpu": "cpu", "memory": "memory"}
+_REQUEST_ONLY = {"ephemeral-storage": "disk"}
+_GPU = "gpu"
+
+_DOWNWARD_ENV = frozenset(name for name, _ in contract.DOWNWARD_ENV)
+
+
+@dataclass(frozen=True)
+class Flyte2Environment:
+    """``flyte.TaskEnvironment`` keyword arguments as plain data (what ``-t flyte2`` prints).
+
+    ``resources`` holds ``flyte.Resources`` keyword arguments (a pair as a two-item
+    list); ``pod_template`` those of ``flyte.PodTemplate`` with ``pod_spec`` in
+    Kubernetes' camelCase JSON; ``plugin_config`` those of ``flyteplugins.pytorch.Elastic``
+    with ``run_policy`` those of its ``RunPolicy``.
+    """
+
+    name: str
+    image: str
+    env_vars: dict[str, str]
+    resources: dict[str, Any]
+    pod_template: dict[str, Any]
+    plugin_config: dict[str, Any]
+
+    def document(self) -> dict[str, Any]:
+        """The settings as one mapping, in TaskEnvironment's argument order."""
+        return {
+            "name": self.name,
+            "image": self.image,
+            "env_vars": self.env_vars,
+            "resources": self.resources,
+            "pod_template": self.pod_template,
+            "plugin_config": self.plugin_config,
+        }
+
+
+# --------------------------------------------------------------------------- what Flyte 2 cannot do
+
+
+def flyte2_problems(spec: ElasticSpec, name: str | None = None) -> list[tuple[FieldPath, str]]:
+    """Settings that a Flyte 2 task would drop or fail on, each with its field path.
+
+    Flyte's limits on the job (``flyte_problems``: the same PyTorchJob, the same
+    ``custom``), plus those of flyte-sdk's ``Elastic`` launcher and environment.
+    ``name`` is the caller's environment name, checked instead of the spec's.
+    """
+    problems = flyte_problems(spec)
+
+    def problem(path: FieldPath, message: str) -> None:
+        problems.append((path, message))
+
+    if name is None and not ENV_NAME.match(spec.name):
+        problem(
+            ("name",),
+            f"{_ENV_NAME_RULE}; rename it or pass name= to environment_kwargs",
+        )
+    if spec.command is not None:
+        problem(
+            ("command",),
+            "Flyte 2's Elastic runs a Python function (the task you decorate), not a command; "
+            "use function: pkg.module:fn and decorate that function",
+        )
+    if spec.function is not None and spec.function.args:
+        problem(
+            ("function", "args"),
+            "Flyte 2 calls the task with its inputs, not with string arguments; make them task inputs",
+        )
+    if not isinstance(spec.nproc_per_node, int) and spec.nnodes.max == 1:
+        # nnodes > 1: flyte_problems already says it (the same ElasticConfig field).
+        problem(("nproc_per_node",), "Flyte 2's Elastic takes a number of processes; write the number, e.g. 8")
+    if spec.start_method != "spawn":
+        problem(("start_method",), "Flyte 2's Elastic always starts workers with spawn; remove it")
+    problems += _shm_problems(spec)
+    return problems
+
+
+def _shm_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
+    """/dev/shm: the backend mounts ``flyte-shm`` on the primary container, and refuses a second one."""
+    out: list[tuple[FieldPath, str]] = []
+    pod = spec.pod_template.spec
+    if "shared_memory" in spec.model_fields_set and spec.shared_memory is not False:
+        for i, container in enumerate(pod.get("containers") or []):
+            if container.get("name") != contract.TRAINING_CONTAINER:
+                continue
+            for j, mount in enumerate(container.get("volumeMounts") or []):
+                if mounts_shm(mount):
+                    out.append(
+                        (
+                            ("pod_template", "spec", "containers", i, "volumeMounts", j, "mountPath"),
+                            "you mount /dev/shm yourself and set shared_memory: Flyte 2's backend would fail "
+                            "the task (it mounts its own /dev/shm); remove one of them",
+                        )
+                    )
+    if adds_shm(spec):
+        for i, volume in enumerate(pod.get("volumes") or []):
+            if volume.get("name") == SHM_MOUNT_NAME:
+                out.append(
+                    (
+                        ("pod_template", "spec", "volumes", i, "name"),
+                        "Flyte 2's backend adds the /dev/shm volume under this name and fails the task "
+                        "when it exists; rename it",
+                    )
+                )
+    return out
+
+
+def raise_flyte2_problems(spec: ElasticSpec, loaded: Loaded | None, name: str | None = None) -> None:
+    """Raise ``SpecError``, one located line per problem, if Flyte 2 cannot run ``spec``."""
+    problems: list[Problem] = [locate(loaded, path, message) for path, message in flyte2_problems(spec, name)]
+    if problems:
+        raise SpecError(sorted(problems))
+
+
+def check_env_name(name: str) -> None:
+    """``ValueError`` for a name that ``flyte.TaskEnvironment`` would refuse."""
+    if not ENV_NAME.match(name):
+        raise ValueError(f"{name!r}: {_ENV_NAME_RULE}")
+
+
+_ENV_NAME_RULE = "Flyte 2 environment names are snake or kebab case (a single '-' or '_' between letters and digits)"
+
+
+# --------------------------------------------------------------------------- the environment
+
+
+def spec_to_flyte2(spec: ElasticSpec, loaded: Loaded | None = None, *, name: str | None = None) -> Flyte2Environment:
+    """The TaskEnvironment settings of ``spec``; raises ``SpecError`` (located when ``loaded`` is given).
+
+    ``name`` replaces the spec name as the environment's name (``ValueError`` if Flyte
+    would refuse it).
+    """
+    if name is not None:
+        check_env_name(name)
+    raise_flyte2_problems(spec, loaded, name)
+    template = flyte_pod_template(spec, shm_volume=False)
+    pod = template["spec"]
+    primary = next(c for c in pod["containers"] if c["name"] == contract.TRAINING_CONTAINER)
+    for key in ("image", "command", "args"):
+        # Flyte sets command and args (its a0 runtime); the image comes from image=.
+        del primary[key]
+    env_vars, rest = _split_env(spec, primary.pop("env"))
+    primary["env"] = rest
+    add_launcher_env(spec, primary, set(env_vars))
+    if not primary["env"]:
+        del primary["env"]
+    resources = _split_resources(primary)
+    if adds_shm(spec):
+        resources["shm"] = spec.shared_memory if isinstance(spec.shared_memory, str) else SHM_AUTO
+    metadata = template.get("metadata", {})
+    pod_template: dict[str, Any] = {"primary_container_name": contract.TRAINING_CONTAINER}
+    pod_template.update({k: metadata[k] for k in ("labels", "annotations") if metadata.get(k)})
+    pod_template["pod_spec"] = pod
+    return Flyte2Environment(
+        name=name if name is not None else spec.name,
+        image=spec.image,
+        env_vars=env_vars,
+        resources=resources,
+        pod_template=pod_template,
+        plugin_config=_elastic(spec),
+    )
+
+
+def _split_env(spec: ElasticSpec, env: list[dict[str, Any]]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """``env_vars`` (the spec's leading plain values) and what stays on the container, order kept.
+
+    Flyte puts ``env_vars`` before the template container's env; stopping at the first
+    ``valueFrom`` keeps every ``$(NAME)`` reference after the variable it names.
+    """
+    leading: dict[str, str] = {}
+    for entry in env_entries(spec):
+        if "value" not in entry:
+            break
+        leading[entry["name"]] = entry["value"]
+    rest = env[len(leading) :]
+    return leading, [e for e in rest if e["name"] not in _DOWNWARD_ENV]
+
+
+def _split_resources(container: dict[str, Any]) -> dict[str, Any]:
+    """Move what ``flyte.Resources`` says exactly out of ``container``; return its keyword arguments."""
+    res = container.pop("resources", {})
+    requests: dict[str, str] = dict(res.get("requests", {}))
+    limits: dict[str, str] = dict(res.get("limits", {}))
+    kwargs: dict[str, Any] = {}
+    for name, field in _PAIRS.items():
+        if name in requests:
+            request = requests.pop(name)
+            kwargs[field] = [request, limits.pop(name)] if name in limits else request
+    for name, field in _REQUEST_ONLY.items():
+        if name in requests:
+            kwargs[field] = requests.pop(name)
+    gpus = requests.get(_GPU)
+    if gpus is not None and gpus.isdigit() and str(int(gpus)) == gpus and int(gpus) > 0:
+        # An int count (Resources(gpu=N) writes str(N)); the limit, which Kubernetes needs
+        # equal to it, stays on the template (Resources has GPU requests only). 0 would
+        # vanish from Resources, and "2e0" would be rewritten, so those stay too.
+        kwargs[_GPU] = int(parse_quantity(requests.pop(_GPU)))
+    left = {side: values for side, values in (("requests", requests), ("limits", limits)) if values}
+    if left:
+        container["resources"] = left
+    return kwargs
+
+
+def _elastic(spec: ElasticSpec) -> dict[str, Any]:
+    """``Elastic`` keyword arguments: every field that differs from flyte-sdk's defaults, and the rest too."""
+    rp = spec.run_policy
+    run_policy: dict[str, Any] = {"clean_pod_policy": CLEAN_POD_POLICY[rp.clean_pod_policy]}
+    for field in ("ttl_seconds_after_finished", "active_deadline_seconds", "backoff_limit"):
+        value = getattr(rp, field)
+        if value is not None:
+            run_policy[field] = value
+    return {
+        "nnodes": elastic_nnodes(spec),
+        "nproc_per_node": spec.nproc_per_node,
+        "rdzv_backend": spec.rdzv.backend,
+        "max_restarts": spec.max_restarts,
+        "monitor_interval": monitor_interval(spec),
+        "rdzv_configs": rdzv_configs(spec),
+        "run_policy": run_policy,
+    }
