@@ -24,9 +24,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from elastic_compile.compiler.loader import Loaded, load_file
-from elastic_compile.compiler.spec import validate
+from elastic_compile.core.loader import Loaded, load_file
 from elastic_compile.schema import ElasticSpec
+from elastic_compile.schema.validate import validate
 from elastic_compile.targets.flyte2.environment import spec_to_flyte2
 
 __all__ = ["environment_kwargs", "environment_settings"]

@@ -1,1 +1,41 @@
-"""Flyte 2: the settings of a ``flyte.TaskEnvironment`` with flyteplugins-pytorch's ``Elastic``."""
+"""Flyte 2: the settings of a ``flyte.TaskEnvironment`` running flyteplugins-pytorch's ``Elastic``.
+
+:mod:`.environment` computes them as plain data without flyte (``-t flyte2`` prints them,
+which checks a spec for Flyte 2 from the CLI); :mod:`.sdk` turns the same data into flyte
+objects for :func:`elastic_compile.flyte2.environment_kwargs` (flyte imported lazily).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastic_compile.core.loader import Loaded
+from elastic_compile.schema import ElasticSpec
+from elastic_compile.targets import Document, Target
+from elastic_compile.targets.flyte2.environment import check_environment, spec_to_flyte2
+
+
+class Flyte2Target(Target):
+    """The TaskEnvironment settings that ``elastic_compile.flyte2.environment_kwargs`` passes."""
+
+    name = "flyte2"
+    summary = (
+        "Flyte 2 TaskEnvironment settings as data (what elastic_compile.flyte2.environment_kwargs "
+        "passes; checks the spec for Flyte 2 without importing flyte)"
+    )
+    order = 30
+
+    def in_all(self, spec: ElasticSpec) -> bool:
+        # Only when asked for: a Flyte 2 environment runs a decorated function, so a
+        # command: spec, fine for every other target, is an error here.
+        return False
+
+    def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
+        env = spec_to_flyte2(spec, loaded)
+        return [Document("flyte2_environment.yaml.j2", "flyte2-environment.yaml", None, None, {"env": env})]
+
+    def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
+        return check_environment(doc)
+
+
+TARGET = Flyte2Target()

@@ -7,7 +7,7 @@ flyte 2.12.1 and flyteplugins-pytorch 2.12.1 (``flyteplugins/pytorch/task.py``,
 ``resources_serde.py``) and the Flyte 2 backend's ``flytek8s/pod_helper.go``.
 
 Flyte 2 still runs torch elastic as a Kubeflow PyTorchJob, from the same ``custom`` as
-Flyte 1, so most of this is the ``-t flyte`` pod (``compiler.flyte.flyte_pod_template``)
+Flyte 1, so most of this is the ``-t flyte`` pod (``targets.flyte.task.flyte_pod_template``)
 redistributed over the environment's fields:
 
 * ``plugin_config``: ``Elastic`` with every field explicit, because flyte-sdk's defaults
@@ -33,8 +33,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from elastic_compile import contract
-from elastic_compile.compiler.errors import Problem, SpecError
-from elastic_compile.compiler.flyte import (
+from elastic_compile.core.errors import Problem, SpecError
+from elastic_compile.core.loader import Loaded
+from elastic_compile.core.quantity import parse_quantity
+from elastic_compile.schema import ElasticSpec
+from elastic_compile.schema.models import mounts_shm
+from elastic_compile.targets.checks import shape_errors
+from elastic_compile.targets.flyte.task import (
     FieldPath,
     add_launcher_env,
     elastic_nnodes,
@@ -44,11 +49,7 @@ from elastic_compile.compiler.flyte import (
     monitor_interval,
     rdzv_configs,
 )
-from elastic_compile.compiler.loader import Loaded
-from elastic_compile.compiler.podspec import adds_shm, env_entries
-from elastic_compile.schema import ElasticSpec
-from elastic_compile.schema.models import mounts_shm
-from elastic_compile.schema.quantity import parse_quantity
+from elastic_compile.targets.pod import adds_shm, env_entries
 
 # flyte/_environment.py: environment names are snake or kebab case (the task is
 # registered as <env>.<function>); TaskEnvironment raises ValueError otherwise.
@@ -155,8 +156,8 @@ def _shm_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
                     out.append(
                         (
                             ("pod_template", "spec", "containers", i, "volumeMounts", j, "mountPath"),
-                            "you mount /dev/shm yourself and set shared_memory: Flyte 2's backend would fail "
-                            "the task (it mounts its own /dev/shm); remove one of them",
+                            "you mount /dev/shm yourself, so shared_memory would be ignored (Flyte 2's backend "
+                            "fails a task with two); remove one of them",
                         )
                     )
     if adds_shm(spec):
@@ -285,3 +286,61 @@ def _elastic(spec: ElasticSpec) -> dict[str, Any]:
         "rdzv_configs": rdzv_configs(spec),
         "run_policy": run_policy,
     }
+
+
+# --------------------------------------------------------------------------- checks
+
+# The keyword arguments each part may hold (flyte.Resources, flyte.PodTemplate,
+# flyteplugins.pytorch.Elastic and its RunPolicy, all 2.12.1); a custom template's typo is
+# an error here, not a TypeError when the environment is built.
+_RESOURCE_FIELDS = frozenset({"cpu", "memory", "gpu", "disk", "shm"})
+_RUN_POLICY_FIELDS = frozenset({"clean_pod_policy", "ttl_seconds_after_finished", "active_deadline_seconds",
+                                "backoff_limit"})  # fmt: skip
+_SHAPE: dict[str, Any] = {
+    "name": None,
+    "image": None,
+    "env_vars": None,
+    "resources": dict.fromkeys(_RESOURCE_FIELDS),
+    "pod_template": {"primary_container_name": None, "labels": None, "annotations": None, "pod_spec": "podspec"},
+    "plugin_config": {
+        **dict.fromkeys(("nnodes", "nproc_per_node", "rdzv_backend", "max_restarts", "monitor_interval",
+                         "rdzv_configs", "nccl_heartbeat_timeout_sec", "nccl_async_error_handling",
+                         "nccl_collective_timeout_sec", "nccl_enable_monitoring")),
+        "run_policy": dict.fromkeys(_RUN_POLICY_FIELDS),
+    },
+}  # fmt: skip
+_NNODES = re.compile(r"^[1-9][0-9]*:[1-9][0-9]*$")
+
+
+def check_environment(doc: dict[str, Any]) -> list[str]:
+    """What is wrong with rendered TaskEnvironment settings (empty when they are fine).
+
+    What flyte would refuse, or silently turn into another job, checked without flyte (the
+    tests build and serialize the environment with the real SDK).
+    """
+    problems = shape_errors(doc, _SHAPE)
+    missing = sorted({"name", "image", "plugin_config"} - set(doc))
+    if missing:
+        problems.append(f"missing {missing}")
+    if not isinstance(doc.get("name"), str) or not ENV_NAME.match(doc["name"]):
+        problems.append(f"name: {_ENV_NAME_RULE}")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in (doc.get("env_vars") or {}).items()):
+        problems.append("env_vars: names and values must be strings")
+    config = doc.get("plugin_config")
+    if isinstance(config, dict):
+        nnodes, nproc = config.get("nnodes"), config.get("nproc_per_node")
+        # An int is a fixed size (1: a plain pod); a string must be MIN:MAX, or "1" would
+        # quietly become a one-worker PyTorchJob.
+        if not (type(nnodes) is int and nnodes >= 1) and not (isinstance(nnodes, str) and _NNODES.match(nnodes)):
+            problems.append("plugin_config.nnodes: expected a whole number >= 1 or MIN:MAX")
+        if not (type(nproc) is int and nproc >= 1):
+            problems.append("plugin_config.nproc_per_node: expected a whole number >= 1")
+    template = doc.get("pod_template")
+    if isinstance(template, dict):
+        primary = template.get("primary_container_name")
+        pod = template.get("pod_spec")
+        containers = pod.get("containers") if isinstance(pod, dict) else None
+        names = [c.get("name") for c in containers or [] if isinstance(c, dict)]
+        if primary not in names:
+            problems.append(f"pod_template.primary_container_name: must name a container of pod_spec ({names})")
+    return problems

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from elastic_compile.compiler.flyte import pod_spec_object
-from elastic_compile.compiler.loader import Loaded
+from elastic_compile.core.loader import Loaded
+from elastic_compile.targets.flyte.task import pod_spec_object
 from elastic_compile.targets.flyte2.environment import Flyte2Environment
 
 INSTALL_HINT = "elastic_compile.flyte2 needs flyte-sdk: pip install 'elastic-compile[flyte2]'"
