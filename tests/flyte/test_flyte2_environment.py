@@ -20,6 +20,7 @@ import brings torch).
 from __future__ import annotations
 
 import copy
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -318,3 +319,29 @@ def test_kwargs_are_reusable(built: dict[str, Built]) -> None:
     assert canonical(MessageToDict(serialize(again, ctx))["taskTemplate"]["k8sPod"]) == canonical(
         case.flyte2["taskTemplate"]["k8sPod"]
     )
+
+
+def test_the_example_module_defines_and_serializes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """examples/flyte2/train.py, the module docs/flyte2.md shows, as flyte loads it."""
+    import importlib.util
+
+    from flyte.extras import serialize
+    from flyte.models import SerializationContext
+    from google.protobuf.json_format import MessageToDict
+
+    folder = ROOT / "examples" / "flyte2"
+    loader = importlib.util.spec_from_file_location("train", folder / "train.py")
+    assert loader is not None and loader.loader is not None
+    module = importlib.util.module_from_spec(loader)
+    monkeypatch.setitem(sys.modules, "train", module)
+    loader.loader.exec_module(module)
+    assert module.env.include == ("elastic.yaml",)
+    ctx = SerializationContext(version="v1", project="proj", domain="dev", root_dir=folder)
+    theirs = MessageToDict(serialize(module.train, ctx))["taskTemplate"]
+    text = (folder / "elastic.yaml").read_text() + "flyte: {project: proj, domain: dev, version: v1}\n"
+    ours = compile_flyte(text)["template"]
+    assert theirs["type"] == ours["type"] == "pytorch"
+    assert canonical(theirs["custom"]) == canonical(ours["custom"])
+    assert theirs["extendedResources"] == {"sharedMemory": {**SHM, "sizeLimit": "16Gi"}}
+    assert [c["name"] for c in theirs["k8sPod"]["podSpec"]["containers"]] == ["pytorch", "log-shipper"]
+    assert theirs["k8sPod"]["podSpec"]["containers"][0]["args"][-4:] == ["mod", "train", "instance", "train"]
