@@ -2,24 +2,25 @@
 
     .venv/bin/python bench/flyte2_bench.py [--runs 7]
 
-Whole-process medians (wall seconds, peak RSS) on this machine, next to a bare interpreter
-and ``import flyte`` alone. ``environment_kwargs`` imports flyteplugins-pytorch, which
-imports torch at module level: that is the price of ``Elastic`` in any Flyte 2 module, with
-or without us. Also prints ``-X importtime``'s cumulative figure for the imports, which
-is steadier than wall time on a busy machine.
+Whole-process medians on this machine (wall seconds, CPU seconds, peak RSS), next to a
+bare interpreter and ``import flyte`` alone. CPU time (user + system, from ``wait4``) is
+the steadier figure on a shared machine: wall time grows with the load, CPU time barely.
+``environment_kwargs`` imports flyteplugins-pytorch, which imports torch at module level:
+that is the price of ``Elastic`` in any Flyte 2 module, with or without us.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
+import os
+import statistics
 import subprocess
 import sys
+import time
 
-from compile_bench import ROOT, median_run
+from compile_bench import ROOT
 
 SPEC = ROOT / "examples" / "flyte2" / "elastic.yaml"
-
 SETTINGS = f"from elastic_compile.flyte2 import environment_settings as s; s({str(SPEC)!r})"
 KWARGS = f"from elastic_compile.flyte2 import environment_kwargs as k; k({str(SPEC)!r})"
 ROWS = [
@@ -28,35 +29,32 @@ ROWS = [
     ("import flyte", "import flyte"),
     ("import elastic_compile.flyte2, flyte", "import elastic_compile.flyte2, flyte"),
     ("environment_settings(spec) (no flyte)", SETTINGS),
-    ("environment_kwargs(spec)", KWARGS),
     ("import flyte, flyteplugins.pytorch (no us)", "import flyte, flyteplugins.pytorch"),
-]  # fmt: skip
+    ("environment_kwargs(spec)", KWARGS),
+]
 
 
-def import_seconds(module: str) -> float:
-    """``-X importtime``: cumulative microseconds of ``module``'s import, as seconds."""
-    out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stderr
-    top = [line for line in out.splitlines() if re.search(rf"\|\s*{re.escape(module)}$", line)]
-    return int(top[-1].split("|")[1]) / 1e6
+def run_once(code: str) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds and peak RSS (KiB) of ``python -c code``."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{code!r} failed")
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    measured = [(label, *median_run([sys.executable, "-c", code], args.runs)) for label, code in ROWS]
-    print(f"whole process, median of {args.runs} runs")
-    print(f"{'what':<46} {'median s':>9} {'peak RSS MiB':>13}")
-    for label, seconds, rss in measured:
-        print(f"{label:<46} {seconds:>9.3f} {rss / 1024:>13.1f}")
-    for module in ("elastic_compile.flyte2", "flyte"):
-        print(f"-X importtime {module}: {import_seconds(module):.3f} s")
+    print(f"whole process, median of {args.runs} runs, load average {os.getloadavg()[0]:.1f} at the start")
+    print(f"{'what':<44} {'wall s':>7} {'CPU s':>7} {'peak RSS MiB':>13}")
+    for label, code in ROWS:
+        run_once(code)  # warm the page cache and bytecode
+        runs = [run_once(code) for _ in range(args.runs)]
+        wall, cpu = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+        print(f"{label:<44} {wall:>7.2f} {cpu:>7.2f} {max(r[2] for r in runs) / 1024:>13.1f}")
     return 0
 
 

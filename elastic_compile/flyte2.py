@@ -13,8 +13,9 @@ the environment our pod, resources, rendezvous timeouts and defaults::
     @env.task
     def train(epochs: int) -> float | None: ...
 
-Importing this module is cheap: flyte, flyteplugins-pytorch (and so torch) and the
-kubernetes client are imported by ``environment_kwargs`` only. ``environment_settings``
+Importing this module is cheap: the spec models are imported when a function is called,
+and flyte, flyteplugins-pytorch (and so torch) and the kubernetes client by
+``environment_kwargs`` only. ``environment_settings``
 returns the same settings as plain data without them (what ``elastic-compile SPEC -t
 flyte2`` prints).
 """
@@ -22,12 +23,14 @@ flyte2`` prints).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from elastic_compile.core.loader import Loaded, load_file
-from elastic_compile.schema import ElasticSpec
-from elastic_compile.schema.validate import validate
-from elastic_compile.targets.flyte2.environment import spec_to_flyte2
+if TYPE_CHECKING:
+    from elastic_compile.core.loader import Loaded
+    from elastic_compile.schema import ElasticSpec
+
+# Everything else is imported by the functions: a workflow module pays for the spec
+# models (pydantic) when it builds an environment, not when it imports this module.
 
 __all__ = ["environment_kwargs", "environment_settings"]
 
@@ -45,6 +48,7 @@ def environment_kwargs(spec: str | Path | ElasticSpec, *, name: str | None = Non
     that Flyte 2 cannot run, ``ValueError`` for a ``name`` Flyte would refuse, and
     ``ImportError`` with an install hint without the ``[flyte2]`` extra.
     """
+    from elastic_compile.targets.flyte2.environment import spec_to_flyte2
     from elastic_compile.targets.flyte2.sdk import to_sdk
 
     validated, loaded = _load(spec)
@@ -53,11 +57,17 @@ def environment_kwargs(spec: str | Path | ElasticSpec, *, name: str | None = Non
 
 def environment_settings(spec: str | Path | ElasticSpec, *, name: str | None = None) -> dict[str, Any]:
     """``environment_kwargs`` as plain data (lists, mappings, strings, numbers), without importing flyte."""
+    from elastic_compile.targets.flyte2.environment import spec_to_flyte2
+
     validated, loaded = _load(spec)
     return spec_to_flyte2(validated, loaded, name=name).document()
 
 
 def _load(spec: str | Path | ElasticSpec) -> tuple[ElasticSpec, Loaded | None]:
+    from elastic_compile.core.loader import load_file
+    from elastic_compile.schema import ElasticSpec
+    from elastic_compile.schema.validate import validate
+
     if isinstance(spec, ElasticSpec):
         return spec, None
     loaded = load_file(spec)
