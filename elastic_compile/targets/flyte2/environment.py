@@ -36,9 +36,9 @@ from elastic_compile import contract
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import Loaded
 from elastic_compile.core.quantity import parse_quantity
-from elastic_compile.schema import ElasticSpec
+from elastic_compile.schema import ElasticSpec, compact
 from elastic_compile.schema.models import mounts_shm
-from elastic_compile.targets.checks import shape_errors
+from elastic_compile.schema.podspec import podspec_problems
 from elastic_compile.targets.flyte.task import (
     FieldPath,
     add_launcher_env,
@@ -292,24 +292,33 @@ def _elastic(spec: ElasticSpec) -> dict[str, Any]:
 
 # The keyword arguments each part may hold (flyte.Resources, flyte.PodTemplate,
 # flyteplugins.pytorch.Elastic and its RunPolicy, all 2.12.1); a custom template's typo is
-# an error here, not a TypeError when the environment is built.
-_RESOURCE_FIELDS = frozenset({"cpu", "memory", "gpu", "disk", "shm"})
-_RUN_POLICY_FIELDS = frozenset({"clean_pod_policy", "ttl_seconds_after_finished", "active_deadline_seconds",
-                                "backoff_limit"})  # fmt: skip
+# an error here, not a TypeError when the environment is built. None: any value.
+_ELASTIC_FIELDS = ("nnodes", "nproc_per_node", "rdzv_backend", "max_restarts", "monitor_interval", "rdzv_configs",
+                   "nccl_heartbeat_timeout_sec", "nccl_async_error_handling", "nccl_collective_timeout_sec",
+                   "nccl_enable_monitoring")  # fmt: skip
+_RUN_POLICY_FIELDS = ("clean_pod_policy", "ttl_seconds_after_finished", "active_deadline_seconds", "backoff_limit")
 _SHAPE: dict[str, Any] = {
     "name": None,
     "image": None,
     "env_vars": None,
-    "resources": dict.fromkeys(_RESOURCE_FIELDS),
-    "pod_template": {"primary_container_name": None, "labels": None, "annotations": None, "pod_spec": "podspec"},
-    "plugin_config": {
-        **dict.fromkeys(("nnodes", "nproc_per_node", "rdzv_backend", "max_restarts", "monitor_interval",
-                         "rdzv_configs", "nccl_heartbeat_timeout_sec", "nccl_async_error_handling",
-                         "nccl_collective_timeout_sec", "nccl_enable_monitoring")),
-        "run_policy": dict.fromkeys(_RUN_POLICY_FIELDS),
-    },
-}  # fmt: skip
+    "resources": dict.fromkeys(("cpu", "memory", "gpu", "disk", "shm")),
+    "pod_template": dict.fromkeys(("primary_container_name", "labels", "annotations", "pod_spec")),
+    "plugin_config": {**dict.fromkeys(_ELASTIC_FIELDS), "run_policy": dict.fromkeys(_RUN_POLICY_FIELDS)},
+}
 _NNODES = re.compile(r"^[1-9][0-9]*:[1-9][0-9]*$")
+
+
+def _unknown_fields(value: Any, shape: dict[str, Any], path: str = "") -> list[str]:
+    if not isinstance(value, dict):
+        return [f"{path or 'the document'}: expected a mapping"]
+    errors: list[str] = []
+    for key, item in value.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in shape:
+            errors.append(f"{where}: unknown field")
+        elif isinstance(shape[key], dict):
+            errors += _unknown_fields(item, shape[key], where)
+    return errors
 
 
 def check_environment(doc: dict[str, Any]) -> list[str]:
@@ -318,7 +327,7 @@ def check_environment(doc: dict[str, Any]) -> list[str]:
     What flyte would refuse, or silently turn into another job, checked without flyte (the
     tests build and serialize the environment with the real SDK).
     """
-    problems = shape_errors(doc, _SHAPE)
+    problems = _unknown_fields(doc, _SHAPE)
     missing = sorted({"name", "image", "plugin_config"} - set(doc))
     if missing:
         problems.append(f"missing {missing}")
@@ -343,4 +352,8 @@ def check_environment(doc: dict[str, Any]) -> list[str]:
         names = [c.get("name") for c in containers or [] if isinstance(c, dict)]
         if primary not in names:
             problems.append(f"pod_template.primary_container_name: must name a container of pod_spec ({names})")
+        if isinstance(pod, dict):
+            # Kubernetes' PodSpec schema, strictly: flyte hands the pod to the kubernetes
+            # client, which silently drops fields it does not know.
+            problems += compact.render(podspec_problems(pod), ("pod_template", "pod_spec"))
     return problems
