@@ -56,6 +56,9 @@ def write(tmp_path: Path, text: str) -> Path:
         (FUNCTION + "pod_template:\n  spec:\n    volumes: [{name: flyte-shm, emptyDir: {}}]\n",
          "6:22: pod_template.spec.volumes[0].name: Flyte 2's backend adds the /dev/shm volume under this name and "
          "fails the task when it exists; rename it (given: flyte-shm)"),
+        (FUNCTION + "env: {HOST: 'worker-$(ELASTIC_LAUNCH_POD_NAME)'}\n", "4:13: env.HOST: Flyte 2 runs no "
+         "elastic-launch, so the pod has no ELASTIC_LAUNCH_* variables and the reference would stay literal; use "
+         "the downward API (valueFrom.fieldRef) instead (given: worker-$(ELASTIC_LAUNCH_POD_NAME))"),
         (FUNCTION + "restart_policy: OnFailure\n", "4:17: restart_policy: Flyte's elastic tasks run workers with "
          "restartPolicy Never (a failed pod fails the job; Flyte retries rerun it); use ExitCode or Never "
          "(given: OnFailure)"),
@@ -128,7 +131,10 @@ def test_name_argument_and_spec_objects(tmp_path: Path) -> None:
         environment_settings(bad)
 
 
-def test_not_in_all_and_written_to_output_directories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_not_in_all_and_written_to_output_directories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # -o writes below the working directory only
     path = write(tmp_path, spec_text(command=None, function="a.b:c", nnodes=2))
     code, out, _ = run(capsys, str(path), "-t", "all")
     assert code == 0

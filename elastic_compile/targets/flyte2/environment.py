@@ -140,7 +140,28 @@ def flyte2_problems(spec: ElasticSpec, name: str | None = None) -> list[tuple[Fi
     if spec.start_method != "spawn":
         problem(("start_method",), "Flyte 2's Elastic always starts workers with spawn; remove it")
     problems += _shm_problems(spec)
+    problems += _launcher_reference_problems(spec)
     return problems
+
+
+def _launcher_reference_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
+    """``$(ELASTIC_LAUNCH_*)`` in a value: the pod has no such variable without elastic-launch."""
+    values: list[tuple[FieldPath, Any]] = []
+    if isinstance(spec.env, dict):
+        values += [(("env", name), value) for name, value in spec.env.items()]
+    else:
+        values += [(("env", i, "value"), var.value) for i, var in enumerate(spec.env)]
+    for i, container in enumerate(spec.pod_template.spec.get("containers") or []):
+        if container.get("name") == contract.TRAINING_CONTAINER:
+            for j, var in enumerate(container.get("env") or []):
+                values.append((("pod_template", "spec", "containers", i, "env", j, "value"), var.get("value")))
+    reference = f"$({contract.LAUNCHER_ENV_PREFIX}"
+    return [
+        (path, "Flyte 2 runs no elastic-launch, so the pod has no ELASTIC_LAUNCH_* variables and the reference "
+         "would stay literal; use the downward API (valueFrom.fieldRef) instead")
+        for path, value in values
+        if isinstance(value, str) and reference in value
+    ]  # fmt: skip
 
 
 def _shm_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
@@ -234,14 +255,16 @@ def _split_env(spec: ElasticSpec, env: list[dict[str, Any]]) -> tuple[dict[str, 
 
     Flyte puts ``env_vars`` before the template container's env; stopping at the first
     ``valueFrom`` keeps every ``$(NAME)`` reference after the variable it names.
+    elastic-launch's downward-API variables are left out: no elastic-launch runs.
     """
     leading: dict[str, str] = {}
     for entry in env_entries(spec):
         if "value" not in entry:
             break
         leading[entry["name"]] = entry["value"]
-    rest = env[len(leading) :]
-    return leading, [e for e in rest if e["name"] not in _DOWNWARD_ENV]
+    rest = [e for e in env if e["name"] not in _DOWNWARD_ENV]
+    # What is left is the spec's env, then the user's training-container env.
+    return leading, rest[len(leading) :]
 
 
 def _split_resources(container: dict[str, Any]) -> dict[str, Any]:
