@@ -3,6 +3,11 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# Every install goes through the constraints file: it pins torch to the CPU wheel on this
+# machine's disk. pyproject.toml only asks for a range (users keep their image's torch),
+# and an open range with no torch installed makes pip fetch a multi-GB CUDA build.
+CONSTRAINTS := constraints.txt
+PIP_INSTALL := $(BIN)/pip install --quiet -c $(CONSTRAINTS)
 STAMP_RUNTIME := $(VENV)/.installed-runtime
 STAMP_TEST    := $(VENV)/.installed-test
 STAMP_LAUNCH  := $(VENV)/.installed-launch
@@ -13,20 +18,17 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 
-$(STAMP_RUNTIME): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+$(STAMP_RUNTIME): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(PIP_INSTALL) -e .
 	touch $@
 
-# The test extra pins torch==2.13.0: the CPU wheel on this machine's disk. Never ask for an
-# unpinned torch here; pip would fetch a multi-GB CUDA build.
-$(STAMP_TEST): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]'
+$(STAMP_TEST): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(PIP_INSTALL) -e '.[test]'
 	touch $@ $(STAMP_RUNTIME)
 
-# The launch extra is torch==2.13.0, pinned like the test extra (the CPU wheel on this
-# machine's disk): `elastic-compile run` starts elastic-launch in every local pod.
-$(STAMP_LAUNCH): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[launch]'
+# `elastic-compile run` starts elastic-launch in every local pod, so the demo needs torch.
+$(STAMP_LAUNCH): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(PIP_INSTALL) -e '.[launch]'
 	touch $@ $(STAMP_RUNTIME)
 
 demo: $(STAMP_LAUNCH)

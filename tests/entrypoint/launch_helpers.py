@@ -22,7 +22,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 WORKERS_SCRIPT = HERE / "elastic_workers.py"
-LAUNCH = (sys.executable, "-m", "elastic_compile.entrypoint")
+# The interpreter that runs elastic-launch, and so its workers: this one, unless
+# bench/torch_compat.py points the suite at another torch release's venv.
+PYTHON = os.environ.get("EC_TEST_PYTHON") or sys.executable
+LAUNCH = (PYTHON, "-m", "elastic_compile.entrypoint")
 # The console script, as a container's command runs it: only its bin dir on sys.path.
 CONSOLE = (str(Path(sys.executable).with_name("elastic-launch")),)
 # Fast polling and fork keep a launch around a second on 2 cores (torch-elastic.md §11).

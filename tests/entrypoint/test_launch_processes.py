@@ -1,5 +1,7 @@
 """Real ``elastic-launch`` processes: torch 2.13 CPU, gloo, c10d on 127.0.0.1.
 
+bench/torch_compat.py runs this file against other torch releases (``EC_TEST_PYTHON``).
+
 Each test starts agents as separate processes (as separate pods would be), with tiny world
 sizes and ``fork`` where the behaviour allows, every wait bounded by a timeout.
 """
