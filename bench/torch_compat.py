@@ -1,6 +1,6 @@
 """elastic-launch's real multi-process tests on every torch release installable here.
 
-    .venv/bin/python bench/torch_compat.py [--setup] [--torch VERSION ...] [-k EXPR]
+    .venv/bin/python bench/torch_compat.py [--setup] [--torch VERSION ...] [-k EXPR] [--last] [--by-scenario]
 
 Each row is one test of ``tests/entrypoint/test_launch_processes.py`` (two agents running a
 DDP step, a restart in place after a worker failure, scale-up, exit codes, root-cause
@@ -15,7 +15,7 @@ Releases:
   this machine's disk and 2.9.1 from PyPI; both are CUDA builds of 5-7 GB, which is why
   this is a bench and not CI. Only these exact versions are ever asked for: an open torch
   requirement would download the newest CUDA build.
-* any other venv at ``.torch-compat/torch-VERSION/`` is run too. docs/launcher.md says how
+* any other venv at ``.torch-compat/torch-VERSION/`` is run too. docs/install.md says how
   the 2.12.0 one (the oldest supported release) was put together from its wheel.
 
 Those venvs hold torch and what pip installs with it, never elastic-compile: the launcher
@@ -98,32 +98,23 @@ def launcher_error(text: str) -> str:
     return match.group(0)[:160] if match else ""
 
 
-def run_release(version: str, selection: str) -> list[Row]:
+def run_release(version: str, selection: str, rerun: bool = True) -> list[Row]:
     python = python_of(version)
     found = torch_version(python)
     if found is None:
         return [Row(version, "(not installed: run with --setup)", False, 0.0)]
     report = COMPAT_DIR / f"results-{version}.xml"
-    report.parent.mkdir(exist_ok=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            TESTS,
-            "-k",
-            selection,
-            f"--junitxml={report}",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "EC_TEST_PYTHON": str(python)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        check=False,
-    )
+    if rerun or not report.exists():
+        report.parent.mkdir(exist_ok=True)
+        pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", TESTS, "-k", selection]
+        subprocess.run(
+            [*pytest, f"--junitxml={report}"],
+            cwd=ROOT,
+            env={**os.environ, "EC_TEST_PYTHON": str(python)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
     rows = []
     for case in ET.parse(report).getroot().iter("testcase"):
         problem = case.find("failure")
@@ -150,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--setup", action="store_true", help="create the missing torch venvs (downloads GBs)")
     parser.add_argument("--torch", action="append", help="only these releases (e.g. 2.14.1)")
+    parser.add_argument("--last", action="store_true", help="print the last results again instead of running")
     parser.add_argument("--by-scenario", action="store_true", help="one row per scenario, one column per release")
     parser.add_argument("-k", default=DESELECT, help=f"pytest -k selection (default: {DESELECT!r})")
     args = parser.parse_args(argv)
@@ -162,11 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     for version in versions:
         started = time.monotonic()
-        release_rows = run_release(version, args.k)
+        release_rows = run_release(version, args.k, rerun=not args.last)
         rows += release_rows
         passed = sum(r.passed for r in release_rows)
+        took = "(last run)" if args.last else f"in {time.monotonic() - started:.0f}s"
         print(
-            f"torch {version}: {passed}/{len(release_rows)} passed in {time.monotonic() - started:.0f}s",
+            f"torch {version}: {passed}/{len(release_rows)} passed {took}",
             file=sys.stderr,
             flush=True,
         )
