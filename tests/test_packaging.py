@@ -46,7 +46,7 @@ def test_torch_is_a_range_in_every_extra_never_a_pin(built: tuple[Path, str]) ->
     # The compiler needs no torch; the launch extra and the test extra ask for it.
     assert torch and all("extra ==" in r for r in torch), torch
     extras = sorted(re.search(r'extra == "([^"]+)"', r).group(1) for r in torch)  # type: ignore[union-attr]
-    assert extras == ["launch", "test"]
+    assert {"launch", "test"} <= set(extras), extras
     for requirement in torch:
         specifier = requirement.partition(";")[0].removeprefix("torch").strip()
         # A pin (or a cap) would make pip replace the torch build a training image already has.
