@@ -2,7 +2,8 @@
 
 Every case holds the input spec and one expected file per target (``pytorchjob.yaml``,
 ``podtemplate.yaml``: the CLI's stdout for ``-t <target>``), plus ``explain.txt`` for a
-few. The output is compared as bytes and as parsed data, in-process and through the CLI.
+few, and ``trainjob.yaml`` exactly for the specs that Trainer v2 can carry (the others
+are located errors under ``-t trainjob``: tests/errors/trainjob-*). The output is compared as bytes and as parsed data, in-process and through the CLI.
 After an intended change, regenerate and review the diff:
 
     ELASTIC_COMPILE_REGEN=1 .venv/bin/pytest tests/test_golden.py
@@ -29,13 +30,16 @@ from elastic_compile import contract
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.explain import explain
 from elastic_compile.compiler.output import stream_text
-from elastic_compile.compiler.pipeline import compile_path, compile_spec, compile_text
+from elastic_compile.compiler.pipeline import Compiled, compile_path, compile_spec, compile_text
+from elastic_compile.core.errors import SpecError
 from elastic_compile.core.loader import load_file
 from elastic_compile.schema.validate import validate
 
 GOLDEN = Path(__file__).parent / "golden"
 SPEC = "elastic.yaml"
 TARGETS = ("pytorchjob", "podtemplate")
+# Present in a case exactly when its spec compiles under -t trainjob (test_catalogue_is_complete).
+OPTIONAL_TARGETS = ("trainjob",)
 EXPLAIN = "explain.txt"
 REGEN_ENV = "ELASTIC_COMPILE_REGEN"
 REGEN_COMMAND = f"{REGEN_ENV}=1 .venv/bin/pytest tests/test_golden.py"
@@ -51,6 +55,21 @@ EXPLAIN_CASES = ("elastic-range", "env-secret-refs", "minimal", "pod-template-si
 KNOWN_BUGS: dict[str, str] = {}
 
 Checker = Callable[[Mapping[str, Any]], list[str]]
+
+
+def targets_of(case: str) -> tuple[str, ...]:
+    """The targets whose output ``case`` pins."""
+    return TARGETS + tuple(t for t in OPTIONAL_TARGETS if (GOLDEN / case / f"{t}.yaml").is_file())
+
+
+PAIRS = [(case, target) for case in CASES for target in targets_of(case)]
+
+
+def _pair_params() -> list[Any]:
+    return [
+        pytest.param(c, t, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[c])) if c in KNOWN_BUGS else (c, t)
+        for c, t in PAIRS
+    ]
 
 
 def _params(cases: Iterator[str] | list[str] | tuple[str, ...]) -> list[Any]:
@@ -102,13 +121,13 @@ def test_catalogue_is_complete() -> None:
     assert len(CASES) >= 10
     assert set(EXPLAIN_CASES) <= set(CASES)
     assert set(KNOWN_BUGS) <= set(CASES)
-    allowed = {SPEC, *(f"{t}.yaml" for t in TARGETS), EXPLAIN}
+    allowed = {SPEC, *(f"{t}.yaml" for t in (*TARGETS, *OPTIONAL_TARGETS)), EXPLAIN}
     for case in CASES:
         files = {p.name for p in (GOLDEN / case).iterdir()}
         assert files <= allowed, f"{case}: unexpected files {sorted(files - allowed)}"
         if _regen():
             continue
-        expected = {SPEC, *(f"{t}.yaml" for t in TARGETS)} | ({EXPLAIN} if case in EXPLAIN_CASES else set())
+        expected = {SPEC, *(f"{t}.yaml" for t in targets_of(case))} | ({EXPLAIN} if case in EXPLAIN_CASES else set())
         assert files == expected, f"{case}: missing {sorted(expected - files)}; {REGEN_HINT}"
         first = expected_text(case, SPEC).splitlines()[0]
         assert first.startswith("# "), f"{case}: the spec starts with a comment saying what it shows"
@@ -117,16 +136,33 @@ def test_catalogue_is_complete() -> None:
 # --------------------------------------------------------------------------- outputs
 
 
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("case", _params(CASES))
+@pytest.mark.parametrize("target", OPTIONAL_TARGETS)
+@pytest.mark.parametrize("case", CASES)
+def test_optional_target_pinned_exactly_when_it_compiles(case: str, target: str) -> None:
+    """A case pins trainjob.yaml if and only if its spec compiles under -t trainjob."""
+    path = GOLDEN / case / f"{target}.yaml"
+    try:
+        compiled: Compiled | None = compile_path(GOLDEN / case / SPEC, (target,))
+    except SpecError:
+        compiled = None
+    if _regen():
+        if compiled is not None:
+            assert_golden(path, stream_text([compiled], "yaml"))
+        return
+    if compiled is None:
+        assert not path.is_file(), f"{case}: -t {target} fails now but {path.name} is pinned"
+    else:
+        assert path.is_file(), f"{case}: -t {target} compiles, so pin it; {REGEN_HINT}"
+
+
+@pytest.mark.parametrize(("case", "target"), _pair_params())
 def test_golden_in_process(case: str, target: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(GOLDEN / case)
     compiled = compile_path(SPEC, (target,))
     assert_golden(GOLDEN / case / f"{target}.yaml", stream_text([compiled], "yaml"))
 
 
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("case", _params(CASES))
+@pytest.mark.parametrize(("case", "target"), _pair_params())
 def test_golden_cli(
     case: str, target: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -149,8 +185,8 @@ def test_golden_explain(case: str, monkeypatch: pytest.MonkeyPatch, capsys: pyte
 
 @pytest.mark.parametrize("case", _params(CASES))
 def test_golden_manifests_pass_offline_validation(case: str, check_manifest: Checker) -> None:
-    """PyTorchJob CRD (strict) + operator webhook + core PodTemplate schema: no errors."""
-    compiled = compile_path(GOLDEN / case / SPEC, TARGETS)
+    """PyTorchJob and Trainer v2 CRDs (strict) + webhooks + core PodTemplate schema: no errors."""
+    compiled = compile_path(GOLDEN / case / SPEC, targets_of(case))
     for output in compiled.outputs:
         assert check_manifest(output.doc) == [], output.target.name
 
@@ -160,8 +196,8 @@ def test_golden_manifests_pass_offline_validation(case: str, check_manifest: Che
 
 @pytest.mark.parametrize("case", _params(CASES))
 def test_golden_same_bytes_twice(case: str) -> None:
-    first = stream_text([compile_path(GOLDEN / case / SPEC, TARGETS)], "yaml")
-    second = stream_text([compile_path(GOLDEN / case / SPEC, TARGETS)], "yaml")
+    first = stream_text([compile_path(GOLDEN / case / SPEC, targets_of(case))], "yaml")
+    second = stream_text([compile_path(GOLDEN / case / SPEC, targets_of(case))], "yaml")
     assert first == second
 
 
@@ -184,23 +220,25 @@ def _run_cli(specs: list[Path], target: str, cwd: Path) -> subprocess.CompletedP
 def batch_in_subprocess(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], str]:
     """Every working case compiled by one CLI process per target, elsewhere, with another hash seed.
 
-    One process for all specs keeps this fast; the stream is split back per case (one
-    document each, and ``---`` only ever starts a line between documents).
+    One process for all specs keeps this fast; the stream is split back per case (as many
+    documents as its expected file has, and ``---`` only ever starts a line between documents).
     """
-    cases = [c for c in CASES if c not in KNOWN_BUGS]
     cwd = tmp_path_factory.mktemp("elsewhere")
     out: dict[tuple[str, str], str] = {}
-    for target in TARGETS:
+    for target in (*TARGETS, *OPTIONAL_TARGETS):
+        cases = [c for c, t in PAIRS if t == target and c not in KNOWN_BUGS]
         run = _run_cli([GOLDEN / c / SPEC for c in cases], target, cwd)
         assert (run.returncode, run.stderr) == (0, "")
         docs = [d if d.endswith("\n") else d + "\n" for d in run.stdout.split("\n---\n")]
-        assert len(docs) == len(cases)
-        out.update({(c, target): doc for c, doc in zip(cases, docs, strict=True)})
+        for case in cases:
+            count = expected_text(case, f"{target}.yaml").count("\n---\n") + 1
+            out[case, target] = "---\n".join(docs[:count])
+            docs = docs[count:]
+        assert docs == []
     return out
 
 
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("case", _params(CASES))
+@pytest.mark.parametrize(("case", "target"), _pair_params())
 def test_golden_same_bytes_in_another_process(
     case: str, target: str, batch_in_subprocess: dict[tuple[str, str], str], tmp_path: Path
 ) -> None:
@@ -236,12 +274,12 @@ def test_compiling_does_not_mutate_the_spec(case: str) -> None:
     loaded = load_file(GOLDEN / case / SPEC)
     spec = validate(loaded)
     data, dump, pod = _snapshot(loaded.data), _snapshot(spec.model_dump()), _snapshot(spec.pod_template.spec)
-    first = compile_spec(spec, TARGETS, loaded=loaded)
+    first = compile_spec(spec, targets_of(case), loaded=loaded)
     assert _snapshot(spec.pod_template.spec) == pod
     assert _snapshot(spec.model_dump()) == dump
     assert _snapshot(loaded.data) == data
     # flytekit appends to the caller's pod template, so compiling it twice doubles things
-    second = compile_spec(spec, TARGETS, loaded=loaded)
+    second = compile_spec(spec, targets_of(case), loaded=loaded)
     assert stream_text([first], "yaml") == stream_text([second], "yaml")
     # and the plan shares no mutable object with the spec, so later edits cannot leak back
     shared = _collection_ids(first.plan.pod_template) & _collection_ids(spec.pod_template.spec)

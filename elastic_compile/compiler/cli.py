@@ -30,7 +30,8 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="elastic-compile",
-        description="Compile elastic.yaml into a validated Kubeflow PyTorchJob (and PodTemplate).",
+        description="Compile elastic.yaml into validated manifests: a Kubeflow PyTorchJob (v1) or TrainJob "
+        "(Trainer v2), a PodTemplate, a Flyte task.",
         epilog="Other commands: 'elastic-compile schema' prints the JSON Schema of elastic.yaml; "
         "'elastic-compile run SPEC_OR_MANIFEST' runs the job on this machine, one process per pod.",
     )
@@ -40,10 +41,10 @@ def _parser() -> argparse.ArgumentParser:
         "-t",
         "--target",
         choices=[*targets.names(), ALL],
-        default="pytorchjob",
-        help="what to emit (default: pytorchjob): "
+        default=None,
+        help="what to emit (default: the spec's target, else pytorchjob): "
         + "; ".join(f"{name}: {targets.get(name).summary}" for name in targets.names())
-        + "; all: every one the spec can make",
+        + "; all: every one the spec can make (the job of its target's generation: a PyTorchJob or a TrainJob)",
     )
     p.add_argument("--format", choices=["yaml", "json"], default="yaml", help="output format (default: yaml)")
     p.add_argument(
@@ -157,7 +158,7 @@ def _compile(ns: argparse.Namespace) -> int:
     problems: list[Problem] = []
     for path in ns.specs:
         try:
-            compiled.append(compile_path(path, (ns.target,), ns.templates))
+            compiled.append(compile_path(path, None if ns.target is None else (ns.target,), ns.templates))
         except SpecError as e:
             problems.extend(e.problems)
     if problems:

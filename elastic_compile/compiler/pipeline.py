@@ -58,8 +58,14 @@ class Compiled:
     outputs: tuple[Output, ...]
 
 
-def resolve_targets(spec: ElasticSpec, names: Sequence[str]) -> tuple[Target, ...]:
-    """The targets ``names`` asks for (``all`` expands to those whose ``in_all`` takes ``spec``)."""
+def resolve_targets(spec: ElasticSpec, names: Sequence[str] | None) -> tuple[Target, ...]:
+    """The targets ``names`` asks for.
+
+    None means the spec's own ``target`` (what a plain ``elastic-compile SPEC`` emits);
+    ``all`` expands to those whose ``in_all`` takes ``spec``.
+    """
+    if names is None:
+        names = (spec.target,)
     if tuple(names) == (ALL,):
         chosen = [registry.get(n) for n in registry.names()]
         return tuple(t for t in chosen if t.in_all(spec))
@@ -79,11 +85,11 @@ def render_document(target: Target, document: Document, spec: ElasticSpec, templ
 
 def compile_spec(
     spec: ElasticSpec,
-    targets: Sequence[str] = ("pytorchjob",),
+    targets: Sequence[str] | None = None,
     template_dir: Path | None = None,
     loaded: Loaded | None = None,
 ) -> Compiled:
-    """Compile a validated spec for ``targets`` (names, or ``("all",)``).
+    """Compile a validated spec for ``targets`` (names, ``("all",)``, or None: the spec's ``target``).
 
     Raises ``SpecError`` (located through ``loaded``) when a target cannot carry a
     setting, and ``CompileError`` when a template fails or renders something wrong.
@@ -102,9 +108,7 @@ def compile_spec(
     return Compiled(loaded, spec, spec_to_plan(spec), outputs)
 
 
-def compile_path(
-    path: str | Path, targets: Sequence[str] = ("pytorchjob",), template_dir: Path | None = None
-) -> Compiled:
+def compile_path(path: str | Path, targets: Sequence[str] | None = None, template_dir: Path | None = None) -> Compiled:
     """Compile the spec file at ``path`` (``-`` for stdin). Raises ``SpecError`` on bad input."""
     loaded = load_file(path)
     return compile_spec(validate(loaded), targets, template_dir, loaded)
@@ -113,7 +117,7 @@ def compile_path(
 def compile_text(
     text: str | bytes,
     file: str = "<string>",
-    targets: Sequence[str] = ("pytorchjob",),
+    targets: Sequence[str] | None = None,
     template_dir: Path | None = None,
 ) -> Compiled:
     """Compile spec text (used by tests and the fuzzer)."""

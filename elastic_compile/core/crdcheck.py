@@ -41,6 +41,7 @@ __all__ = [
     "CRDS_ENV",
     "PYTORCHJOB_COMPACT",
     "PYTORCHJOB_CRD",
+    "TRAINER_CRDS",
     "CrdUnavailable",
     "CrdValidator",
     "as_int",
@@ -53,12 +54,22 @@ __all__ = [
     "pod_template_spec_errors",
     "pytorchjob_validator",
     "show",
+    "trainer_validator",
 ]
 
 CRDS_ENV: Final = "ELASTIC_COMPILE_CRDS"
 PYTORCHJOB_CRD: Final = "kubeflow.org_pytorchjobs.yaml"
 #: The compact schema shipped in the package, used when the upstream CRD is not at hand.
 PYTORCHJOB_COMPACT: Final = "pytorchjobs.kubeflow.org.json"
+# Kubeflow Trainer v2.3.0 (kubeflow-trainer-v2.md §10): kind -> (upstream CRD file, compact schema).
+TRAINER_CRDS: Final = {
+    "TrainJob": ("trainer.kubeflow.org_trainjobs.yaml", "trainjobs.trainer.kubeflow.org.json"),
+    "TrainingRuntime": ("trainer.kubeflow.org_trainingruntimes.yaml", "trainingruntimes.trainer.kubeflow.org.json"),
+    "ClusterTrainingRuntime": (
+        "trainer.kubeflow.org_clustertrainingruntimes.yaml",
+        "clustertrainingruntimes.trainer.kubeflow.org.json",
+    ),
+}
 
 # The cluster version we validate core kinds against. kubernetes-validate bundles
 # 1.25-1.37; when a future release drops 1.33 we fall back to its newest (tooling.md §1).
@@ -119,7 +130,7 @@ def _crd_file(name: str) -> Path | None:
         raise CrdUnavailable(f"{CRDS_ENV}={directory} is not a directory")
     path = directory / name
     if not path.is_file():
-        raise CrdUnavailable(f"PyTorchJob CRD not found: {path} does not exist")
+        raise CrdUnavailable(f"CRD not found: {path} does not exist")
     return path
 
 
@@ -521,6 +532,15 @@ def _compact_validator(name: str, strict: bool) -> CrdValidator:
     return CrdValidator(schema.to_crd(), strict=strict, source=str(compact.COMPACT_DIR / name))
 
 
+def trainer_validator(kind: str, strict: bool = True) -> CrdValidator:
+    """The cached validator of a Trainer v2.3.0 kind (TrainJob, ...), as :func:`pytorchjob_validator` chooses."""
+    crd, compact_file = TRAINER_CRDS[kind]
+    path = _crd_file(crd)
+    if path is None:
+        return _compact_validator(compact_file, strict)
+    return CrdValidator.from_file(path, strict=strict)
+
+
 # --------------------------------------------------------------- helpers
 
 
@@ -656,9 +676,11 @@ def check_manifest(doc: Mapping[str, Any]) -> list[str]:
     """Every problem in one emitted manifest; [] when it would be accepted and run.
 
     A PyTorchJob goes through the strict CRD schema, the webhook rules and traps, strict
-    ObjectMeta, and each replica's pod template against the core PodTemplateSpec. Core
-    kinds go through :func:`core_errors`. Raises :class:`CrdUnavailable` for a
-    PyTorchJob when ``$ELASTIC_COMPILE_CRDS`` is set but does not hold the CRD.
+    ObjectMeta, and each replica's pod template against the core PodTemplateSpec. A
+    Trainer v2 TrainJob or (Cluster)TrainingRuntime goes through its strict CRD schema
+    (which embeds the pod templates), Trainer's webhook rules and strict ObjectMeta. Core
+    kinds go through :func:`core_errors`. Raises :class:`CrdUnavailable` for a custom
+    resource when ``$ELASTIC_COMPILE_CRDS`` is set but does not hold its CRD.
     """
     if doc.get("kind") == "PyTorchJob":
         errors = pytorchjob_validator(strict=True).errors(doc)
@@ -673,5 +695,13 @@ def check_manifest(doc: Mapping[str, Any]) -> list[str]:
                 errors += pod_template_spec_errors(
                     template, join_path(join_path("spec.pytorchReplicaSpecs", rtype), "template")
                 )
+        return list(dict.fromkeys(errors))
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind in TRAINER_CRDS:
+        from elastic_compile.targets.trainjob.checks import manifest_errors
+
+        errors = trainer_validator(kind, strict=True).errors(doc)
+        errors += manifest_errors(doc)
+        errors += _object_meta_errors(doc.get("metadata"), "metadata")
         return list(dict.fromkeys(errors))
     return core_errors(doc)

@@ -779,11 +779,53 @@ class FlyteTarget(_Model):
     version: Annotated[str, _text("flyte.version")] = Field(description="Task version.")
 
 
+#: The ``-t`` names a spec may give as its default target. A closed set, so editors offer it
+#: and a typo fails here; tests/test_trainjob_target.py keeps it equal to the target registry.
+TargetName = Literal["pytorchjob", "trainjob", "podtemplate", "flyte"]
+
+#: The stock runtime of Kubeflow Trainer v2 (kubeflow-trainer-v2.md §3).
+STOCK_RUNTIME = "torch-distributed"
+
+
+class TrainJobSettings(_Model):
+    """Kubeflow Trainer v2 settings (used by ``-t trainjob``)."""
+
+    runtime: Annotated[str, _text("trainjob.runtime")] = Field(
+        STOCK_RUNTIME,
+        description="The runtime the TrainJob references (runtimeRef.name). Default torch-distributed, the "
+        "stock ClusterTrainingRuntime of Trainer v2.3; it must exist on the cluster before the TrainJob.",
+    )
+    runtime_kind: Literal["ClusterTrainingRuntime", "TrainingRuntime"] = Field(
+        "ClusterTrainingRuntime",
+        description="runtimeRef.kind: ClusterTrainingRuntime (cluster-wide, the default) or TrainingRuntime "
+        "(in the TrainJob's namespace).",
+    )
+    own_runtime: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="Emit a namespaced TrainingRuntime of ours, named like the job, and reference it. Default "
+        "auto: only when the spec needs what runtimePatches cannot carry (sidecars, init containers, ports, "
+        "probes, restart_policy Never, backoff_limit, other pod fields). always: also for a cluster without "
+        "the stock runtime. never: such settings are errors.",
+    )
+
+    @field_validator("runtime")
+    @classmethod
+    def _runtime_name(cls, value: str) -> str:
+        if not _DNS1123_SUBDOMAIN.match(value) or len(value) > 253:
+            raise ValueError("not a runtime name: a DNS-1123 subdomain of at most 253 characters")
+        return value
+
+
 class ElasticSpec(_Model):
     """elastic.yaml: one distributed PyTorch training job."""
 
     schema_: Annotated[str | None, _text("$schema")] = Field(
         None, alias="$schema", description="JSON Schema URL for editors; ignored by the compiler."
+    )
+    target: TargetName = Field(
+        "pytorchjob",
+        description="What a plain `elastic-compile SPEC` emits (-t overrides it). Default pytorchjob, the "
+        "training-operator v1 PyTorchJob; trainjob for a Kubeflow Trainer v2 cluster.",
     )
     name: Annotated[str, _text("name")] = Field(
         description="Job name: a DNS-1035 label short enough that <name>-worker-<last index> fits 63 characters."
@@ -866,6 +908,9 @@ class ElasticSpec(_Model):
         '(kubeflow/trainer#1637), so pods get sidecar.istio.io/inject: "false".',
     )
     flyte: FlyteTarget | None = Field(None, description="Flyte registration target for -t flyte.")
+    trainjob: TrainJobSettings = Field(
+        default_factory=TrainJobSettings, description="Kubeflow Trainer v2 settings for -t trainjob."
+    )
     lint: dict[Annotated[str, _text("a lint code")], Literal["ignore"]] = Field(
         default_factory=dict, description="Lint codes to silence, e.g. {EC104: ignore}."
     )

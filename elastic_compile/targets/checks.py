@@ -8,9 +8,15 @@ resources, Kubernetes' own for core kinds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
+from elastic_compile.core.errors import Problem, SpecError
+from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.schema import compact
+
+#: A field of the spec, as the loader locates it: ("pod_template", "spec", "containers", 0).
+FieldPath = tuple[str | int, ...]
 
 #: ObjectMeta fields the API server sets: a manifest to create must not carry them
 #: (``resourceVersion`` on a create is rejected; the others are overwritten or ignored,
@@ -58,3 +64,19 @@ def schema_errors(doc: Any, schema_file: str, api_version: str, kind: str) -> li
                 server_set = [key for key in SERVER_SET_METADATA if key in meta]
                 problems += [((*loc, key), "set by the API server; leave it out") for key in server_set]
     return compact.render(problems)
+
+
+def raise_problems(problems: Sequence[tuple[FieldPath, str]], loaded: Loaded | None) -> None:
+    """Raise ``SpecError`` with one located line per problem (none: return).
+
+    For settings a target cannot carry: every target reports them this way.
+    """
+    if problems:
+        raise SpecError(sorted(locate(loaded, path, message) for path, message in problems))
+
+
+def locate(loaded: Loaded | None, path: FieldPath, message: str) -> Problem:
+    """A problem at ``path`` in the loaded file; specs built in Python have no file."""
+    if loaded is not None:
+        return loaded.problem(list(path), message)
+    return Problem("<spec>", 1, 1, dotted(list(path)), message)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from elastic_compile import contract
 from elastic_compile.schema import ElasticSpec
 
@@ -15,12 +17,16 @@ def _seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def launcher_args(spec: ElasticSpec) -> tuple[str, ...]:
+def launcher_args(
+    spec: ElasticSpec, *, policy_injected: bool | None = None, rendezvous: Sequence[str] = ()
+) -> tuple[str, ...]:
     """The elastic-launch arguments baked into the manifest.
 
-    Only behaviour the operator does not inject: the topology (nnodes, nproc, endpoint,
-    backend, max restarts, run id) arrives as PET_* variables in multi-node jobs. A
-    single-node job has no elasticPolicy, so its max_restarts is baked here.
+    Only behaviour the engine does not inject. The training operator v1 injects the
+    topology (nnodes, nproc, endpoint, backend, max restarts, run id) as PET_* variables
+    in multi-node jobs; a single-node job has no elasticPolicy, so its max_restarts is
+    baked here. ``policy_injected`` overrides that rule (Trainer v2 never injects max
+    restarts or rendezvous keys); ``rendezvous`` adds options that place the rendezvous.
     """
     rdzv = spec.rdzv
     args: list[str] = [
@@ -33,11 +39,12 @@ def launcher_args(spec: ElasticSpec) -> tuple[str, ...]:
         contract.OPT_START_METHOD, spec.start_method,
         contract.OPT_SHUTDOWN_TIMEOUT, str(spec.shutdown_timeout),
     ]  # fmt: skip
-    if spec.nnodes.max == 1:
-        # No elasticPolicy on one node, so nothing injects these: bake them.
+    if not (spec.nnodes.max > 1 if policy_injected is None else policy_injected):
+        # Nothing injects these (no elasticPolicy on one node, none at all in Trainer v2): bake them.
         args += [contract.OPT_MAX_RESTARTS, str(spec.max_restarts)]
         if rdzv.conf:
             args += [contract.OPT_RDZV_CONF, ",".join(f"{k}={v}" for k, v in rdzv.conf.items())]
+    args += rendezvous
     if spec.function is not None:
         args += [contract.OPT_FUNCTION, spec.function.target, "--", *spec.function.args]
     else:

@@ -17,6 +17,7 @@ Rules (they fix the three pod-template bugs of flytekit's plugin, flytekit-kfpyt
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 from elastic_compile import contract
@@ -77,9 +78,10 @@ def _env_var(var: EnvVar) -> dict[str, Any]:
     return out
 
 
-def downward_env() -> list[dict[str, Any]]:
-    """What elastic-launch needs to know about its pod (contract.DOWNWARD_ENV)."""
-    return [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in contract.DOWNWARD_ENV]
+def downward_env(pairs: Sequence[tuple[str, str]] = contract.DOWNWARD_ENV) -> list[dict[str, Any]]:
+    """What elastic-launch needs to know about its pod: contract.DOWNWARD_ENV for a PyTorchJob,
+    contract.TRAINJOB_DOWNWARD_ENV for a TrainJob (the job name is on another label)."""
+    return [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in pairs]
 
 
 def adds_shm(spec: ElasticSpec) -> bool:
@@ -94,7 +96,13 @@ def _is_training(container: dict[str, Any]) -> bool:
 
 
 def training_container(
-    spec: ElasticSpec, user: dict[str, Any] | None, command: list[str], args: list[str], *, shm_volume: bool = True
+    spec: ElasticSpec,
+    user: dict[str, Any] | None,
+    command: list[str],
+    args: list[str],
+    downward: Sequence[tuple[str, str]] = contract.DOWNWARD_ENV,
+    *,
+    shm_volume: bool = True,
 ) -> tuple[dict[str, Any], bool]:
     """The merged ``pytorch`` container, and whether it got our /dev/shm mount (``shm_volume=False``: never)."""
     user = copy.deepcopy(user) if user else {}
@@ -106,7 +114,7 @@ def training_container(
     }
     # The downward-API entries first: the kubelet expands $(NAME) in a value only against the
     # entries before it, so this order lets your values use $(ELASTIC_LAUNCH_POD_IP) and friends.
-    env = downward_env() + env_entries(spec) + list(user.pop("env", None) or [])
+    env = downward_env(downward) + env_entries(spec) + list(user.pop("env", None) or [])
     container["env"] = env
     res = resources(spec)
     if res:
@@ -133,14 +141,21 @@ def training_container(
 
 
 def build_pod_template(
-    spec: ElasticSpec, command: list[str], args: list[str], grace_seconds: int, *, shm_volume: bool = True
+    spec: ElasticSpec,
+    command: list[str],
+    args: list[str],
+    grace_seconds: int,
+    downward: Sequence[tuple[str, str]] = contract.DOWNWARD_ENV,
+    *,
+    shm_volume: bool = True,
 ) -> dict[str, Any]:
-    """The PodTemplateSpec of every worker (``shm_volume=False``: without our /dev/shm volume)."""
+    """The PodTemplateSpec of every worker (``downward``: see :func:`downward_env`;
+    ``shm_volume=False``: without our /dev/shm volume)."""
     user_spec: dict[str, Any] = copy.deepcopy(spec.pod_template.spec)
     user_containers: list[dict[str, Any]] = user_spec.pop("containers", None) or []
     user_training = next((c for c in user_containers if _is_training(c)), None)
     sidecars = [c for c in user_containers if c is not user_training]
-    training, add_shm = training_container(spec, user_training, command, args, shm_volume=shm_volume)
+    training, add_shm = training_container(spec, user_training, command, args, downward, shm_volume=shm_volume)
 
     pod: dict[str, Any] = {"containers": [training, *sidecars]}
     if "initContainers" in user_spec:

@@ -30,6 +30,7 @@ from elastic_compile import contract
 from elastic_compile.core.loader import Loaded, load_file
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.validate import validate
+from elastic_compile.targets.checks import raise_problems
 from elastic_compile.targets.flyte.task import (
     add_launcher_env,
     elastic_nnodes,
@@ -37,7 +38,6 @@ from elastic_compile.targets.flyte.task import (
     flyte_problems,
     monitor_interval,
     pod_spec_object,
-    raise_problems,
     rdzv_configs,
 )
 

@@ -24,15 +24,15 @@ zero values from ``custom`` (a 0 restart count or an enum's 0 is absent, not ``0
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from elastic_compile import __version__, contract
-from elastic_compile.core.errors import Problem, SpecError
-from elastic_compile.core.loader import Loaded, dotted
+from elastic_compile.core.errors import SpecError
+from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.models import GPU_KEY, GPU_RESOURCE
+from elastic_compile.targets.checks import FieldPath, locate
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
 from elastic_compile.targets.pod import build_pod_template, resources
 
@@ -102,8 +102,6 @@ class FlyteTask:
 
 # --------------------------------------------------------------------------- what Flyte can carry
 
-FieldPath = tuple[str | int, ...]
-
 
 def flyte_problems(spec: ElasticSpec, *, flytekit: bool = False) -> list[tuple[FieldPath, str]]:
     """Settings that a Flyte task would silently drop or break, each with its field path.
@@ -161,19 +159,6 @@ def flyte_problems(spec: ElasticSpec, *, flytekit: bool = False) -> list[tuple[F
     if flytekit and spec.start_method not in ("spawn", "fork"):
         problem("start_method", "flytekit's Elastic starts workers with spawn or fork only")
     return problems
-
-
-def raise_problems(problems: Sequence[tuple[FieldPath, str]], loaded: Loaded | None) -> None:
-    """Raise ``SpecError`` with one located line per problem (none: return)."""
-    if problems:
-        raise SpecError(sorted(locate(loaded, path, message) for path, message in problems))
-
-
-def locate(loaded: Loaded | None, path: FieldPath, message: str) -> Problem:
-    """A problem at ``path`` in the loaded file; specs built in Python have no file."""
-    if loaded is not None:
-        return loaded.problem(list(path), message)
-    return Problem("<spec>", 1, 1, dotted(list(path)), message)
 
 
 # --------------------------------------------------------------------------- the task

@@ -39,13 +39,12 @@ from elastic_compile.core.quantity import parse_quantity
 from elastic_compile.schema import ElasticSpec, compact
 from elastic_compile.schema.models import mounts_shm
 from elastic_compile.schema.podspec import podspec_problems
+from elastic_compile.targets.checks import FieldPath, locate
 from elastic_compile.targets.flyte.task import (
-    FieldPath,
     add_launcher_env,
     elastic_nnodes,
     flyte_pod_template,
     flyte_problems,
-    locate,
     monitor_interval,
     rdzv_configs,
 )

@@ -24,6 +24,10 @@ class PyTorchJobTarget(Target):
     summary = "Kubeflow training-operator v1 PyTorchJob (kubeflow.org/v1)"
     order = 0
 
+    def in_all(self, spec: ElasticSpec) -> bool:
+        # One job per spec in -t all: a spec meant for Trainer v2 gets its TrainJob instead.
+        return spec.target != "trainjob"
+
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
         plan = spec_to_plan(spec)
         return [Document("pytorchjob.yaml.j2", "pytorchjob.yaml", API_VERSION, KIND, {"plan": plan})]

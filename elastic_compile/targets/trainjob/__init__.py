@@ -1,0 +1,66 @@
+"""Kubeflow Trainer v2.3 ``TrainJob`` (trainer.kubeflow.org/v1alpha1), and a ``TrainingRuntime`` of ours when needed.
+
+:mod:`.plan` decides where each setting goes (trainer, runtimePatches, our runtime) and
+which ones v2 cannot carry; :mod:`.checks` re-implements Trainer's webhooks; :mod:`.api`
+holds the upstream facts both rely on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastic_compile.core.loader import Loaded
+from elastic_compile.schema import ElasticSpec
+from elastic_compile.targets import Document, Target
+from elastic_compile.targets.checks import identity_errors, raise_problems, schema_errors
+from elastic_compile.targets.trainjob import api
+from elastic_compile.targets.trainjob.checks import runtime_errors, trainjob_errors
+from elastic_compile.targets.trainjob.plan import TrainJobPlan, spec_to_trainjob_plan, trainjob_problems
+
+#: The compact schemas of the Trainer v2.3.0 CRDs (elastic_compile/schema/compact/).
+SCHEMA_FILES = {
+    api.TRAINJOB: "trainjobs.trainer.kubeflow.org.json",
+    api.TRAINING_RUNTIME: "trainingruntimes.trainer.kubeflow.org.json",
+}
+
+
+class TrainJobTarget(Target):
+    """A TrainJob for Kubeflow Trainer v2.3, preceded by our TrainingRuntime when the spec needs one."""
+
+    name = "trainjob"
+    summary = "Kubeflow Trainer v2.3 TrainJob (trainer.kubeflow.org/v1alpha1), with a TrainingRuntime when needed"
+    order = 5
+
+    def in_all(self, spec: ElasticSpec) -> bool:
+        # A PyTorchJob and a TrainJob of one spec would train twice on one cluster: -t all
+        # gives the job of the generation the spec names (target), never both.
+        return spec.target == self.name
+
+    def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
+        raise_problems(trainjob_problems(spec), loaded)
+        plan = spec_to_trainjob_plan(spec)
+        docs = [Document("trainjob.yaml.j2", "trainjob.yaml", api.API_VERSION, api.TRAINJOB, {"plan": plan})]
+        if plan.runtime is not None:
+            # First: the TrainJob webhook refuses a TrainJob whose runtime does not exist yet.
+            runtime = Document(
+                "trainingruntime.yaml.j2", "trainingruntime.yaml", api.API_VERSION, api.TRAINING_RUNTIME, {"plan": plan}
+            )
+            docs.insert(0, runtime)
+        return docs
+
+    def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
+        plan: TrainJobPlan = document.context["plan"]
+        if document.kind == api.TRAINING_RUNTIME:
+            return [
+                *identity_errors(doc, api.API_VERSION, api.TRAINING_RUNTIME, spec.name),
+                *schema_errors(doc, SCHEMA_FILES[api.TRAINING_RUNTIME], api.API_VERSION, api.TRAINING_RUNTIME),
+                *runtime_errors(doc),
+            ]
+        return [
+            *identity_errors(doc, api.API_VERSION, api.TRAINJOB, spec.name),
+            *schema_errors(doc, SCHEMA_FILES[api.TRAINJOB], api.API_VERSION, api.TRAINJOB),
+            *trainjob_errors(doc, plan.runtime_jobs()),
+        ]
+
+
+TARGET = TrainJobTarget()

@@ -1,0 +1,221 @@
+"""The TrainJob's and TrainingRuntime's own checks: Trainer v2.3's webhooks and CEL rules, re-implemented.
+
+The CRD schemas say nothing of these (kubeflow-trainer-v2.md §5, §8.8): the TrainJob
+validating webhook (reserved PET_* names, runtimePatches managers, jobs and containers
+that must exist in the runtime, no env patched on ``node``), the runtime webhook (the
+trainer-ancestor job has one replica and a container ``node``), the CEL rules that the
+offline schema check does not evaluate (name pattern, numProcPerNode, activeDeadlineSeconds),
+plus what they accept and the cluster then breaks on (the JobSet pod-name cap, $(PET_*) in
+env, a JobSet TTL, a custom subdomain, a non-native sidecar). They need no schema files
+and run on every compile, on custom templates too, and on manifests given to
+``elastic-compile run``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from elastic_compile.core.crdcheck import as_int, as_mapping, name_errors, show
+from elastic_compile.targets.trainjob import api
+
+# The JobSet plugin's manager rule: a DNS-1123 subdomain, "/", then a non-empty path (§5).
+_MANAGER = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/\S+$")
+_MAX_PATCHES: Final = 16
+_FRAMEWORKS: Final = ("torch", "mpi", "flux", "jax", "xgboost")
+
+Jobs = Mapping[str, frozenset[str]]
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _at(value: Any, *keys: str) -> Any:
+    """``value[k1][k2]...``, or None where a step is missing or not a mapping."""
+    for key in keys:
+        value = as_mapping(value).get(key)
+    return value
+
+
+def _mappings(value: Any) -> list[Mapping[str, Any]]:
+    return [as_mapping(item) for item in _list(value)]
+
+
+def _pod_spec(rjob: Mapping[str, Any]) -> Mapping[str, Any]:
+    return as_mapping(_at(rjob, "template", "spec", "template", "spec"))
+
+
+def runtime_jobs(runtime: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+    """Replicated job -> container and init container names, of a (Cluster)TrainingRuntime document."""
+    jobs: dict[str, frozenset[str]] = {}
+    for rjob in _mappings(_at(runtime, "spec", "template", "spec", "replicatedJobs")):
+        pod = _pod_spec(rjob)
+        names = {as_mapping(c).get("name") for c in [*_list(pod.get("containers")), *_list(pod.get("initContainers"))]}
+        jobs[str(rjob.get("name"))] = frozenset(str(n) for n in names if n is not None)
+    return jobs
+
+
+def trainjob_errors(job: Mapping[str, Any], jobs: Jobs | None) -> list[str]:
+    """The verdict of Trainer v2.3 on the TrainJob ``job``, plus the traps it lets through.
+
+    ``jobs`` describes the referenced runtime (job -> container names) when it is known
+    (ours, or the stock torch-distributed); None skips the checks that need it, as the
+    runtime lives on the cluster.
+    """
+    errors = name_errors(job)
+    spec = as_mapping(job.get("spec"))
+    ref = as_mapping(spec.get("runtimeRef"))
+    if not ref.get("name"):
+        errors.append("spec.runtimeRef.name: required field is missing")
+    kind = ref.get("kind", api.CLUSTER_TRAINING_RUNTIME)
+    if ref.get("apiGroup", api.GROUP) != api.GROUP or kind not in api.RUNTIME_KINDS:
+        kinds = ", ".join(api.RUNTIME_KINDS)
+        errors.append(f"spec.runtimeRef: unsupported runtime (apiGroup {api.GROUP}, kind one of {kinds})")
+
+    trainer = spec.get("trainer")
+    if not isinstance(trainer, Mapping):
+        errors.append("spec.trainer: required: without it the torch plugin injects no PET_* variables (§4)")
+        trainer = {}
+    num_nodes = as_int(trainer.get("numNodes"))
+    if num_nodes is None or num_nodes < 1:
+        given = show(trainer.get("numNodes"))
+        errors.append(f"spec.trainer.numNodes: must be an integer of at least 1 (given: {given})")
+    nproc = trainer.get("numProcPerNode")
+    count = as_int(nproc)
+    if count is None or count < 1:
+        errors.append(
+            f"spec.trainer.numProcPerNode: must be an integer of at least 1 since Trainer v2.2 (given: {show(nproc)})"
+        )
+    for i, var in enumerate(_list(trainer.get("env"))):
+        name, value = as_mapping(var).get("name"), as_mapping(var).get("value")
+        if name in api.RESERVED_ENV:
+            errors.append(f"spec.trainer.env[{i}].name: {name} is reserved: the torch plugin sets it (given: {name})")
+        if isinstance(value, str) and "$(PET_" in value:
+            errors.append(
+                f"spec.trainer.env[{i}].value: $(PET_...) does not expand in env: the plugin appends PET_* "
+                "after trainer.env; use args"
+            )
+    deadline = spec.get("activeDeadlineSeconds")
+    seconds = as_int(deadline)
+    if deadline is not None and (seconds is None or seconds < 1):
+        errors.append(f"spec.activeDeadlineSeconds: must be at least 1 (given: {show(deadline)})")
+    if num_nodes is not None and num_nodes >= 1:
+        name = as_mapping(job.get("metadata")).get("name")
+        limit = api.name_limit(num_nodes)
+        if isinstance(name, str) and len(name) > limit:
+            errors.append(
+                f"metadata.name: at most {limit} characters for {num_nodes} node(s): JobSet's pod name "
+                f"{name}-node-0-{num_nodes - 1}-xxxxx must fit 63 (given: {len(name)})"
+            )
+    errors += _patch_errors(_list(spec.get("runtimePatches")), jobs)
+    return list(dict.fromkeys(errors))
+
+
+def _patch_errors(patches: Sequence[Any], jobs: Jobs | None) -> list[str]:
+    errors: list[str] = []
+    if len(patches) > _MAX_PATCHES:
+        errors.append(f"spec.runtimePatches: at most {_MAX_PATCHES} entries (given: {len(patches)})")
+    managers: set[str] = set()
+    for i, raw in enumerate(patches):
+        patch = as_mapping(raw)
+        where = f"spec.runtimePatches[{i}]"
+        manager = patch.get("manager")
+        if not isinstance(manager, str) or not _MANAGER.match(manager):
+            errors.append(
+                f"{where}.manager: must be a domain-prefixed path such as example.com/tool (given: {show(manager)})"
+            )
+        elif manager in managers:
+            errors.append(f"{where}.manager: {manager} patches twice; one entry per manager")
+        else:
+            managers.add(manager)
+        if "time" in patch:
+            errors.append(f"{where}.time: set by Trainer's mutating webhook; do not emit it")
+        rjobs = _mappings(_at(patch, "trainingRuntimeSpec", "template", "spec", "replicatedJobs"))
+        for j, rjob in enumerate(rjobs):
+            rwhere = f"{where}.trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"
+            rname = rjob.get("name")
+            if jobs is not None and rname not in jobs:
+                known = ", ".join(sorted(jobs))
+                errors.append(f"{rwhere}.name: no replicated job {rname} in the runtime (it has: {known})")
+                continue
+            pod = _pod_spec(rjob)
+            for field in ("containers", "initContainers"):
+                for k, container in enumerate(_mappings(pod.get(field))):
+                    cwhere = f"{rwhere}.template.spec.template.spec.{field}[{k}]"
+                    cname = container.get("name")
+                    if jobs is not None and cname not in jobs[str(rname)]:
+                        errors.append(
+                            f"{cwhere}.name: no container {cname} in job {rname}; a patch cannot add containers"
+                        )
+                    if cname in api.NO_ENV_PATCH and "env" in container:
+                        errors.append(f"{cwhere}.env: Trainer refuses env patches on {cname}; use spec.trainer.env")
+    return errors
+
+
+def runtime_errors(runtime: Mapping[str, Any]) -> list[str]:
+    """The runtime webhook's verdict on a (Cluster)TrainingRuntime, plus the traps of §7 and §8.7."""
+    errors = name_errors(runtime)
+    meta = as_mapping(runtime.get("metadata"))
+    spec = as_mapping(runtime.get("spec"))
+    if as_mapping(meta.get("labels")).get(api.LABEL_FRAMEWORK) is None:
+        errors.append(f"metadata.labels: {api.LABEL_FRAMEWORK} is missing; the SDK skips runtimes without it")
+    policy = as_mapping(spec.get("mlPolicy"))
+    chosen = [f for f in _FRAMEWORKS if f in policy]
+    if len(chosen) > 1:
+        errors.append(f"spec.mlPolicy: at most one of {', '.join(_FRAMEWORKS)} (given: {', '.join(chosen)})")
+    template = as_mapping(spec.get("template"))
+    jobset = as_mapping(template.get("spec"))
+    if as_mapping(jobset.get("network")).get("subdomain") is not None:
+        errors.append("spec.template.spec.network.subdomain: PET_MASTER_ADDR assumes the TrainJob's name; remove it")
+    if jobset.get("ttlSecondsAfterFinished") is not None:
+        errors.append(
+            "spec.template.spec.ttlSecondsAfterFinished: Trainer v2.3 recreates a failed JobSet that its TTL "
+            "deleted, without end (kubeflow/trainer#3779); remove it"
+        )
+    for i, rjob in enumerate(_mappings(jobset.get("replicatedJobs"))):
+        where = f"spec.template.spec.replicatedJobs[{i}]"
+        step = as_mapping(_at(rjob, "template", "metadata", "labels")).get(api.LABEL_ANCESTOR)
+        pod = _pod_spec(rjob)
+        names = [as_mapping(c).get("name") for c in _list(pod.get("containers"))]
+        if step in api.ANCESTOR_CONTAINERS:
+            replicas = rjob.get("replicas", 1)
+            if replicas != 1:
+                errors.append(f"{where}.replicas: must be 1 for the {step} step (given: {show(replicas)})")
+            wanted = api.ANCESTOR_CONTAINERS[str(step)]
+            if wanted not in names:
+                errors.append(f"{where}: the {step} step needs a container named {wanted}")
+        if step == api.ANCESTOR_TRAINER:
+            for k, name in enumerate(names):
+                if name != api.NODE:
+                    errors.append(
+                        f"{where}.template.spec.template.spec.containers[{k}]: {name} would keep the Job from "
+                        "completing; make it a native sidecar (an init container with restartPolicy Always)"
+                    )
+    jobs = runtime_jobs(runtime)
+    for i, target in enumerate(_mappings(_at(policy, "torch", "envInjection", "targets"))):
+        for name in _list(target.get("containerNames")):
+            if name == api.NODE or name not in jobs.get(str(target.get("jobName")), frozenset()):
+                errors.append(f"spec.mlPolicy.torch.envInjection.targets[{i}]: no injectable container {name}")
+    return list(dict.fromkeys(errors))
+
+
+def manifest_errors(doc: Mapping[str, Any], runtime: Mapping[str, Any] | None = None) -> list[str]:
+    """Trainer's rules for one manifest (a TrainJob, TrainingRuntime or ClusterTrainingRuntime).
+
+    A TrainJob is checked against ``runtime`` when given, else against the stock runtime
+    when it references it, else without the runtime-dependent rules.
+    """
+    if doc.get("kind") in api.RUNTIME_KINDS:
+        return runtime_errors(doc)
+    jobs: Jobs | None = runtime_jobs(runtime) if runtime is not None else None
+    ref = as_mapping(as_mapping(doc.get("spec")).get("runtimeRef"))
+    stock = (
+        ref.get("name") == api.STOCK_RUNTIME
+        and ref.get("kind", api.CLUSTER_TRAINING_RUNTIME) == api.CLUSTER_TRAINING_RUNTIME
+        and ref.get("apiGroup", api.GROUP) == api.GROUP
+    )
+    if jobs is None and stock:
+        jobs = dict(api.STOCK_JOBS)
+    return trainjob_errors(doc, jobs)

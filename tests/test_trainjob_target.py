@@ -1,0 +1,228 @@
+"""``-t trainjob``: the spec's default target, ``-t all``, document order, and Trainer v2.3's rules.
+
+The goldens (tests/golden/*/trainjob.yaml) pin the output and pass the strict CRD check;
+the error catalogue (tests/errors/trainjob-*) pins what v2 cannot carry. Here: the choices
+around them, and the re-implemented webhooks (targets/trainjob/checks.py) proven on
+documents that break each rule, so that none of those checks can pass everything.
+"""
+
+from __future__ import annotations
+
+import copy
+import typing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from elastic_compile import targets
+from elastic_compile.compiler.cli import main
+from elastic_compile.compiler.pipeline import compile_text
+from elastic_compile.schema.models import TargetName
+from elastic_compile.targets.trainjob import api
+from elastic_compile.targets.trainjob.checks import manifest_errors, runtime_errors, runtime_jobs, trainjob_errors
+
+GOLDEN = Path(__file__).parent / "golden"
+Checker = Callable[[Mapping[str, Any]], list[str]]
+
+SPEC = """\
+name: train
+image: ghcr.io/example/trainer:1.0
+command: [python, train.py]
+nnodes: 2
+"""
+SIDECAR = """\
+pod_template:
+  spec:
+    containers:
+    - {name: proxy, image: "envoyproxy/envoy:v1.30"}
+"""
+
+
+def _kinds(text: str, targets_: tuple[str, ...] | None = None) -> list[str]:
+    return [o.doc["kind"] for o in compile_text(text, targets=targets_).outputs]
+
+
+def test_target_names_are_the_registry() -> None:
+    """The spec's closed set of targets is exactly what -t offers (plus all, which only -t takes)."""
+    assert set(typing.get_args(TargetName)) == set(targets.names())
+
+
+def test_the_spec_names_its_default_target() -> None:
+    assert _kinds(SPEC) == ["PyTorchJob"]
+    assert _kinds("target: trainjob\n" + SPEC) == ["TrainJob"]
+    # -t beats the spec's choice.
+    assert _kinds("target: trainjob\n" + SPEC, ("pytorchjob",)) == ["PyTorchJob"]
+
+
+def test_plain_cli_gives_a_trainjob(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "elastic.yaml"
+    spec.write_text("target: trainjob\n" + SPEC, encoding="utf-8")
+    assert main([str(spec)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["TrainJob"]
+
+
+def test_all_gives_one_job_per_spec() -> None:
+    """-t all: the job of the spec's generation, never a PyTorchJob and a TrainJob that would train twice."""
+    assert "TrainJob" not in _kinds(SPEC, ("all",))
+    assert "PyTorchJob" in _kinds(SPEC, ("all",))
+    v2 = _kinds("target: trainjob\n" + SPEC, ("all",))
+    assert "TrainJob" in v2 and "PyTorchJob" not in v2 and "PodTemplate" in v2
+    # An elastic v1 spec never fails -t all over what Trainer v2 cannot carry.
+    assert "PyTorchJob" in _kinds(SPEC.replace("nnodes: 2", "nnodes: 1:4"), ("all",))
+
+
+def test_our_runtime_comes_first_everywhere(tmp_path: Path) -> None:
+    """The TrainJob webhook refuses a TrainJob whose runtime does not exist yet."""
+    text = "target: trainjob\n" + SPEC + SIDECAR
+    assert _kinds(text) == ["TrainingRuntime", "TrainJob"]
+    spec = tmp_path / "elastic.yaml"
+    spec.write_text(text, encoding="utf-8")
+    assert main([str(spec), "-o", str(tmp_path / "base")]) == 0
+    kustomization = yaml.safe_load((tmp_path / "base" / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert kustomization["resources"] == ["trainingruntime.yaml", "trainjob.yaml"]
+    # kubectl apply -f DIR goes by file name: the runtime sorts first there too.
+    assert sorted(kustomization["resources"]) == kustomization["resources"]
+
+
+def test_runtime_patches_never_carry_env_or_time() -> None:
+    job = compile_text("target: trainjob\n" + SPEC + "env: {A: b}\n").outputs[0].doc
+    (patch,) = job["spec"]["runtimePatches"]
+    assert set(patch) == {"manager", "trainingRuntimeSpec"}
+    (rjob,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    (node,) = rjob["template"]["spec"]["template"]["spec"]["containers"]
+    assert node["name"] == api.NODE and "env" not in node
+    assert job["spec"]["trainer"]["env"][0] == {"name": "A", "value": "b"}
+    # $(VAR) only in args: Kubernetes expands them there against the whole env.
+    assert "$(PET_MASTER_ADDR):$(PET_MASTER_PORT)" in job["spec"]["trainer"]["args"]
+    assert not any("$(" in str(e.get("value", "")) for e in job["spec"]["trainer"]["env"])
+
+
+def test_golden_trainjobs_pass_the_webhooks_against_their_runtime() -> None:
+    """Each pinned TrainJob against the runtime it references: ours, or the stock one (api.STOCK_JOBS)."""
+    cases = sorted(p.parent.name for p in GOLDEN.glob("*/trainjob.yaml"))
+    assert len(cases) >= 8
+    for case in cases:
+        docs = list(yaml.safe_load_all((GOLDEN / case / "trainjob.yaml").read_text(encoding="utf-8")))
+        job, runtime = docs[-1], (docs[0] if len(docs) == 2 else None)
+        assert manifest_errors(job, runtime) == [], case
+        if runtime is not None:
+            assert runtime_errors(runtime) == [], case
+
+
+def test_stock_runtime_facts(check_manifest: Checker) -> None:
+    """api.STOCK_JOBS is what upstream's torch-distributed runtime holds (read from the CRDs folder)."""
+    from elastic_compile.core.crdcheck import crd_dir
+
+    directory = crd_dir()
+    assert directory is not None  # check_manifest skipped otherwise
+    stock = yaml.safe_load((directory / "torch_distributed_runtime_v2.3.0.yaml").read_text(encoding="utf-8"))
+    assert runtime_jobs(stock) == api.STOCK_JOBS
+    assert stock["metadata"]["name"] == api.STOCK_RUNTIME
+    assert check_manifest(stock) == []
+
+
+# --------------------------------------------------------------------------- the webhooks, rule by rule
+
+
+def _golden(case: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    runtime, job = yaml.safe_load_all((GOLDEN / case / "trainjob.yaml").read_text(encoding="utf-8"))
+    return runtime, job
+
+
+def _node_patch(job: dict[str, Any]) -> dict[str, Any]:
+    rjob = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+    return typing.cast(dict[str, Any], rjob["template"]["spec"]["template"]["spec"])
+
+
+JOB_BREAKS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "reserved env": (
+        lambda j: j["spec"]["trainer"]["env"].append({"name": "PET_NNODES", "value": "2"}),
+        "PET_NNODES is reserved",
+    ),
+    "env reference": (
+        lambda j: j["spec"]["trainer"]["env"].append({"name": "X", "value": "$(PET_MASTER_ADDR)"}),
+        "does not expand in env",
+    ),
+    "manager without domain": (lambda j: j["spec"]["runtimePatches"][0].update(manager="compiler"), "domain-prefixed"),
+    "manager twice": (
+        lambda j: j["spec"]["runtimePatches"].append(copy.deepcopy(j["spec"]["runtimePatches"][0])),
+        "patches twice",
+    ),
+    "time": (lambda j: j["spec"]["runtimePatches"][0].update(time="2026-01-01T00:00:00Z"), "mutating webhook"),
+    "unknown job": (
+        lambda j: j["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0].update(
+            name="trainer"
+        ),
+        "no replicated job trainer",
+    ),
+    "new container": (lambda j: _node_patch(j)["containers"].append({"name": "extra"}), "cannot add containers"),
+    "env on node": (lambda j: _node_patch(j)["containers"][0].update(env=[{"name": "A", "value": "b"}]), "env patches"),
+    "no trainer": (lambda j: j["spec"].pop("trainer"), "no PET_* variables"),
+    "nproc keyword": (lambda j: j["spec"]["trainer"].update(numProcPerNode="auto"), "numProcPerNode"),
+    "zero nodes": (lambda j: j["spec"]["trainer"].update(numNodes=0), "numNodes"),
+    "long name": (lambda j: j["metadata"].update(name="x" * 49), "at most 48 characters"),
+    "deadline": (lambda j: j["spec"].update(activeDeadlineSeconds=0), "activeDeadlineSeconds"),
+    "runtime kind": (lambda j: j["spec"]["runtimeRef"].update(kind="JobSet"), "unsupported runtime"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(JOB_BREAKS))
+def test_trainjob_webhook_rule(case: str) -> None:
+    runtime, job = _golden("trainjob-sidecar-runtime")
+    assert manifest_errors(job, runtime) == []
+    break_it, expected = JOB_BREAKS[case]
+    break_it(job)
+    errors = manifest_errors(job, runtime)
+    assert any(expected in e for e in errors), errors
+
+
+def _trainer_job(r: dict[str, Any]) -> dict[str, Any]:
+    return typing.cast(dict[str, Any], r["spec"]["template"]["spec"]["replicatedJobs"][0])
+
+
+RUNTIME_BREAKS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "two replicas": (lambda r: _trainer_job(r).update(replicas=2), "must be 1"),
+    "no node container": (
+        lambda r: _trainer_job(r)["template"]["spec"]["template"]["spec"]["containers"][0].update(name="trainer"),
+        "needs a container named node",
+    ),
+    "regular sidecar": (
+        lambda r: _trainer_job(r)["template"]["spec"]["template"]["spec"]["containers"].append(
+            {"name": "proxy", "image": "envoy"}
+        ),
+        "native sidecar",
+    ),
+    "ttl": (lambda r: r["spec"]["template"]["spec"].update(ttlSecondsAfterFinished=60), "#3779"),
+    "subdomain": (lambda r: r["spec"]["template"]["spec"].update(network={"subdomain": "x"}), "subdomain"),
+    "no framework label": (lambda r: r["metadata"].pop("labels"), api.LABEL_FRAMEWORK),
+    "two frameworks": (lambda r: r["spec"]["mlPolicy"].update(mpi={}), "at most one of"),
+    "inject into node": (
+        lambda r: r["spec"]["mlPolicy"]["torch"].update(
+            envInjection={"targets": [{"jobName": "node", "containerNames": ["node"]}]}
+        ),
+        "no injectable container node",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RUNTIME_BREAKS))
+def test_runtime_webhook_rule(case: str) -> None:
+    runtime, _job = _golden("trainjob-sidecar-runtime")
+    assert runtime_errors(runtime) == []
+    break_it, expected = RUNTIME_BREAKS[case]
+    break_it(runtime)
+    errors = runtime_errors(runtime)
+    assert any(expected in e for e in errors), errors
+
+
+def test_stock_reference_is_checked_without_a_runtime_document() -> None:
+    """A TrainJob on torch-distributed may patch only job node and container node."""
+    job = compile_text("target: trainjob\n" + SPEC).outputs[0].doc
+    assert trainjob_errors(job, dict(api.STOCK_JOBS)) == []
+    _node_patch(job)["containers"][0]["name"] = "trainer"  # upstream's docs example, wrong for the stock runtime
+    assert any("no container trainer in job node" in e for e in manifest_errors(job))
