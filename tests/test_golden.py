@@ -3,8 +3,9 @@
 Every case holds the input spec and one expected file per target (``pytorchjob.yaml``,
 ``podtemplate.yaml``: the CLI's stdout for ``-t <target>``), plus ``explain.txt`` for a
 few, and ``trainjob.yaml`` exactly for the specs that Trainer v2 can carry (the others
-are located errors under ``-t trainjob``: tests/errors/trainjob-*). The output is compared as bytes and as parsed data, in-process and through the CLI.
-After an intended change, regenerate and review the diff:
+are located errors under ``-t trainjob``: tests/errors/trainjob-*). The output is
+compared as bytes and as parsed data, in-process and through the CLI. After an intended
+change, regenerate and review the diff:
 
     ELASTIC_COMPILE_REGEN=1 .venv/bin/pytest tests/test_golden.py
 

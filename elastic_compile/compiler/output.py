@@ -79,8 +79,11 @@ def _base_files(c: Compiled, fmt: str) -> dict[str, str]:
         files[name] = to_json([o.doc]) if fmt == "json" else to_yaml([o.doc])
         if o.is_resource:
             resources.append(name)
-    files[KUSTOMIZATION] = kustomize.kustomization_text(resources)
+    trainer = any(o.doc.get("kind") == "TrainJob" for o in c.outputs)
+    files[KUSTOMIZATION] = kustomize.kustomization_text(resources, trainer=trainer)
     files[kustomize.OPENAPI_FILE] = kustomize.openapi_text()
+    if trainer:
+        files[kustomize.CONFIG_FILE] = kustomize.config_text()
     return files
 
 

@@ -69,6 +69,11 @@ def test_every_kind_we_emit_and_every_builtin_kind_has_a_schema() -> None:
     assert emitted <= kinds
     workloads = {("apps/v1", k) for k in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")}
     assert workloads | {("batch/v1", "Job"), ("batch/v1", "CronJob"), ("v1", "Pod"), ("v1", "Service")} <= kinds
+    outputs = compile_text("target: trainjob\n" + FLYTE_SPEC, targets=(ALL,)).outputs
+    emitted = {(o.document.api_version, o.document.kind) for o in outputs if o.is_resource}
+    assert ("trainer.kubeflow.org/v1alpha1", "TrainJob") in emitted
+    trainer = {("trainer.kubeflow.org/v1alpha1", k) for k in ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime")}
+    assert emitted | trainer <= kinds
 
 
 def _merge_lists(definition: dict[str, Any]) -> dict[str, tuple[str, str]]:
