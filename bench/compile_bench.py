@@ -14,7 +14,7 @@ Measures, on this machine and in one run (so that the ratios compare like with l
 * ``--version`` (imports nothing but the CLI);
 * peak RSS of each process (from ``wait4``);
 * in-process throughput: specs compiled per second over N compiles (load, validate, plan,
-  render, parse back, check, emit);
+  render, parse back, check, emit), and for ``-t pytorchjob`` against ``-t trainjob`` (Trainer v2);
 * the compact schemas (docs/schemas.md): their sizes, the cost of loading them, and of
   checking one emitted PyTorchJob against the CRD's.
 
@@ -38,6 +38,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "ddp-2x8-gpu.yaml"
+# The same job for Trainer v2 (no ttl, which a TrainJob cannot carry): both targets compile it.
+V2_EXAMPLE = ROOT / "examples" / "trainjob-2x8-gpu.yaml"
 BIN = Path(sys.executable).parent
 
 FLYTE_PEER = """
@@ -111,6 +113,8 @@ def main() -> int:
             ("elastic-compile --version", [str(BIN / "elastic-compile"), "--version"]),
             ("elastic-compile ddp-2x8-gpu.yaml", ours),
             ("elastic-compile -t all --format json", [*ours, "-t", "all", "--format", "json"]),
+            ("v2 spec -t pytorchjob", [str(BIN / "elastic-compile"), str(V2_EXAMPLE), "-t", "pytorchjob"]),
+            ("v2 spec -t trainjob", [str(BIN / "elastic-compile"), str(V2_EXAMPLE), "-t", "trainjob"]),
             (f"elastic-compile -o DIR <{args.batch} specs>", batch),
         ]
         if not args.no_peer:
@@ -135,20 +139,24 @@ def main() -> int:
         print(f"{label:<40} {seconds:>9.3f} {seconds / floor:>9.1f} {seconds / one:>11.2f} {rss / 1024:>13.1f}")
     rate = in_process(args.compiles)
     print(f"in-process: {rate:,.0f} specs/s over {args.compiles} compiles ({1000 / rate:.2f} ms each)")
+    for target in ("pytorchjob", "trainjob"):
+        rate = in_process(args.compiles, V2_EXAMPLE, target)
+        print(f"in-process, v2 spec -t {target}: {rate:,.0f} specs/s ({1000 / rate:.2f} ms each)")
     schema_cost(args.compiles)
     return 0
 
 
-def in_process(compiles: int) -> float:
-    """Specs per second compiled and emitted in this process (the example, over and over)."""
+def in_process(compiles: int, example: Path = EXAMPLE, target: str | None = None) -> float:
+    """Specs per second compiled and emitted in this process (``example`` for ``target``, over and over)."""
     from elastic_compile.compiler.output import stream_text
     from elastic_compile.compiler.pipeline import compile_text
 
-    text = EXAMPLE.read_bytes()
-    stream_text([compile_text(text, "bench.yaml")], "yaml")  # warm caches
+    text = example.read_bytes()
+    targets = None if target is None else (target,)
+    stream_text([compile_text(text, "bench.yaml", targets)], "yaml")  # warm caches
     start = time.perf_counter()
     for _ in range(compiles):
-        stream_text([compile_text(text, "bench.yaml")], "yaml")
+        stream_text([compile_text(text, "bench.yaml", targets)], "yaml")
     return compiles / (time.perf_counter() - start)
 
 

@@ -1,16 +1,18 @@
-"""``elastic-compile run``: run a PyTorchJob on this machine, one process per pod, as the cluster would.
+"""``elastic-compile run``: run a PyTorchJob or a TrainJob on this machine, one process per pod, as the cluster would.
 
 ::
 
     elastic-compile run SPEC_OR_MANIFEST [--nodes N] [--nproc-per-node N]
                         [--kill POD@SECONDS|POD@/TEXT/ ...] [--timeout SECONDS] [--workdir DIR] [--dry-run]
 
-The input is an ``elastic.yaml`` (compiled in-process by the real pipeline) or an already
-compiled PyTorchJob (a file, or ``-`` for stdin; in a multi-document stream, such as
-``kubectl kustomize`` output, the PyTorchJob is picked). Every pod gets the command and
-environment the training operator would give it (:func:`kubeflow.pods`); only addresses
-that exist in a cluster (the rendezvous host, pod IPs, the master address) become
-127.0.0.1. The job then plays out by the operator's rules (kubeflow-pytorchjob.md §6):
+The input is an ``elastic.yaml`` (compiled in-process by the real pipeline, for its own
+``target``) or an already compiled PyTorchJob or TrainJob (a file, or ``-`` for stdin; in
+a multi-document stream, such as ``kubectl kustomize`` output, the job is picked, with our
+TrainingRuntime when there is one). Every pod gets the command and environment its engine
+would give it (:func:`kubeflow.pods`, :func:`trainer.pods`); only addresses that exist in a
+cluster (the rendezvous host, pod IPs, the master address) become 127.0.0.1. A TrainJob
+plays out by Trainer v2's and JobSet's rules (:mod:`.trainer`); a PyTorchJob by the
+operator's (kubeflow-pytorchjob.md §6):
 
 * success: with a Master when it succeeds; elastic Worker-only when ANY worker succeeds;
   otherwise when every worker has; the others get :data:`EXIT_BARRIER_GRACE` seconds to
@@ -45,7 +47,7 @@ from typing import IO, Any, NoReturn, TextIO
 
 from elastic_compile.core.errors import SpecError
 from elastic_compile.core.loader import load_documents
-from elastic_compile.localrun import kubeflow
+from elastic_compile.localrun import kubeflow, trainer
 from elastic_compile.localrun.job import Job, summary
 from elastic_compile.localrun.kubeflow import CLEAN_POD_POLICIES, Rules, build_pods, check_job, fit_job, store_host
 from elastic_compile.localrun.process import (
@@ -162,10 +164,15 @@ class Source:
     job: dict[str, Any]
     label: str  # file name for messages
     directory: Path  # the default working directory of the pods
+    runtime: dict[str, Any] | None = None  # our TrainingRuntime, beside a TrainJob
 
 
-def _pytorchjobs(raw: bytes) -> list[dict[str, Any]] | None:
-    """The PyTorchJobs in a YAML stream, or None when it holds none (then it is a spec).
+_JOB_KINDS = ("PyTorchJob", "TrainJob")
+
+
+def _jobs(raw: bytes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+    """The jobs (PyTorchJobs, TrainJobs) and TrainingRuntimes in a YAML stream; None when it
+    holds no job (then it is a spec).
 
     Text that is not valid YAML is left to the compiler, whose loader reports it with a
     line and column.
@@ -175,12 +182,13 @@ def _pytorchjobs(raw: bytes) -> list[dict[str, Any]] | None:
         docs = load_documents(raw, "<manifest>", max_depth=160)
     except (SpecError, UnicodeDecodeError):
         return None
-    jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "PyTorchJob"]
-    return jobs or None
+    jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") in _JOB_KINDS]
+    runtimes = [d for d in docs if isinstance(d, dict) and d.get("kind") == "TrainingRuntime"]
+    return (jobs, runtimes) if jobs else None
 
 
 def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
-    """Read ``source`` and return the PyTorchJob to run, compiling an elastic.yaml in-process.
+    """Read ``source`` and return the job to run, compiling an elastic.yaml in-process.
 
     Raises ``SpecError`` for a spec the compiler rejects, :class:`RunError` otherwise.
     """
@@ -197,15 +205,24 @@ def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
         except OSError as e:
             raise RunError(f"{source}: {e.strerror or e}") from None
         label, directory = source, path.resolve().parent
-    jobs = _pytorchjobs(raw)
-    if jobs is None:
+    found = _jobs(raw)
+    if found is None:
         compiled = compile_text(raw, label)
         lint.report([compiled], [], strict=False)  # the compiler's warnings, as `elastic-compile SPEC` prints them
-        return Source(compiled.outputs[0].doc, label, directory)
+        docs = [o.doc for o in compiled.outputs]
+        if not any(d.get("kind") in _JOB_KINDS for d in docs):
+            raise RunError(f"{label}: target {compiled.spec.target} makes no job to run; use pytorchjob or trainjob")
+        found = (
+            [d for d in docs if d.get("kind") in _JOB_KINDS],
+            [d for d in docs if d.get("kind") == "TrainingRuntime"],
+        )
+    jobs, runtimes = found
     if len(jobs) > 1:
-        names = ", ".join(str((j.get("metadata") or {}).get("name")) for j in jobs)
-        raise RunError(f"{label}: {len(jobs)} PyTorchJobs ({names}); run takes one")
-    return Source(jobs[0], label, directory)
+        names = ", ".join(f"{j.get('kind')} {(j.get('metadata') or {}).get('name')}" for j in jobs)
+        raise RunError(f"{label}: {len(jobs)} jobs ({names}); run takes one")
+    ref = ((jobs[0].get("spec") or {}).get("runtimeRef") or {}) if jobs[0].get("kind") == "TrainJob" else {}
+    runtime = next((r for r in runtimes if (r.get("metadata") or {}).get("name") == ref.get("name")), None)
+    return Source(jobs[0], label, directory, runtime)
 
 
 def dry_run_view(pods: Sequence[LocalPod], workdir: Path, notes: Sequence[str]) -> dict[str, Any]:
@@ -227,6 +244,20 @@ def dry_run_view(pods: Sequence[LocalPod], workdir: Path, notes: Sequence[str]) 
     }
 
 
+def _trainer_job(
+    source: Source, opts: Options, gpus: list[str], token: str, *, workdir: Path, printer: Printer
+) -> tuple[Job, list[str], list[str], bool]:
+    """A TrainJob as Trainer v2 and JobSet would run it: the job loop with their rules."""
+    trainer.check_job(source.job, source.runtime, source.label)
+    job_doc, notes = trainer.fit_job(source.job, source.runtime, opts, gpus=gpus, cpus=local_cpus())
+    if not workdir.is_dir():
+        raise RunError(f"--workdir {workdir}: not a directory")
+    pods, pod_notes, port = trainer.build_pods(job_doc, source.runtime, environ=os.environ, gpus=gpus, token=token)
+    rules = trainer.Rules.of(job_doc, source.runtime)
+    job = Job(pods, rules, opts, workdir, printer, store=trainer.store_host(pods, port))
+    return job, notes, pod_notes, rules.suspended
+
+
 def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """``elastic-compile run ARGV``; returns the exit code (see the module docstring)."""
     from elastic_compile.core.errors import CompileError
@@ -237,18 +268,22 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     try:
         opts = parse_args(argv)
         source = load_source(opts.source)
-        check_job(source.job, source.label)
         gpus = local_gpus()
-        job_doc, notes = fit_job(source.job, opts, gpus=gpus, cpus=local_cpus())
         workdir = (opts.workdir or source.directory).resolve()
-        if not workdir.is_dir():
-            raise RunError(f"--workdir {workdir}: not a directory")
         token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        pods, pod_notes = build_pods(job_doc, environ=os.environ, gpus=gpus, token=token)
-        rules = Rules.of(job_doc)
-        if rules.clean_pod_policy not in CLEAN_POD_POLICIES:
-            raise RunError(f"runPolicy.cleanPodPolicy: expected one of {', '.join(CLEAN_POD_POLICIES)}")
-        job = Job(pods, rules, opts, workdir, printer, store=store_host(job_doc, pods))  # checks the --kill pod names
+        if source.job.get("kind") == "TrainJob":
+            job, notes, pod_notes, suspended = _trainer_job(source, opts, gpus, token, workdir=workdir, printer=printer)
+        else:
+            check_job(source.job, source.label)
+            job_doc, notes = fit_job(source.job, opts, gpus=gpus, cpus=local_cpus())
+            if not workdir.is_dir():
+                raise RunError(f"--workdir {workdir}: not a directory")
+            pods, pod_notes = build_pods(job_doc, environ=os.environ, gpus=gpus, token=token)
+            rules = Rules.of(job_doc)
+            if rules.clean_pod_policy not in CLEAN_POD_POLICIES:
+                raise RunError(f"runPolicy.cleanPodPolicy: expected one of {', '.join(CLEAN_POD_POLICIES)}")
+            job = Job(pods, rules, opts, workdir, printer, store=store_host(job_doc, pods))  # checks --kill names
+            suspended = bool((job_doc["spec"].get("runPolicy") or {}).get("suspend"))
     except SpecError as e:
         for problem in e.problems:
             print(str(problem) if problem.path != "usage" else f"{PROG}: error: {problem.message}", file=err)
@@ -263,11 +298,11 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     for note in [*notes, *pod_notes]:
         printer.note(note)
     if opts.dry_run:
-        out.write(json.dumps(dry_run_view(pods, workdir, [*notes, *pod_notes]), indent=2) + "\n")
+        out.write(json.dumps(dry_run_view(job.pods, workdir, [*notes, *pod_notes]), indent=2) + "\n")
         return EXIT_OK
-    if (job_doc["spec"].get("runPolicy") or {}).get("suspend"):
-        printer.note("runPolicy.suspend is true: the cluster would create no pods until resumed; run starts them")
-    printer.note(f"job {rules.name}: {len(pods)} pod(s) in {workdir}; {rules.describe()}")
+    if suspended:
+        printer.note("the job is suspended: the cluster would create no pods until resumed; run starts them")
+    printer.note(f"job {job.rules.name}: {len(job.pods)} pod(s) in {workdir}; {job.rules.describe()}")
     job.t0 = time.monotonic()
     with _Signals(job.on_signal):
         outcome = job.run()

@@ -1,4 +1,9 @@
-"""The job loop: start the pods, apply the engine's restart policy, decide success and failure, clean up."""
+"""The job loop: start the pods, apply the engine's restart policy, decide success and failure, clean up.
+
+The loop is the kubelet's part (processes, in-place restarts, deletion with a grace
+period); each engine module supplies its controller's rules (:class:`EngineRules`):
+:mod:`.kubeflow` the training operator's, :mod:`.trainer` Trainer v2's and JobSet's.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from elastic_compile import contract
 from elastic_compile.localrun.process import (
@@ -31,7 +36,45 @@ from elastic_compile.localrun.process import (
 )
 
 if TYPE_CHECKING:
-    from elastic_compile.localrun.kubeflow import Rules
+    from collections.abc import Sequence
+
+
+class EngineRules(Protocol):
+    """What an engine's controller decides about its pods; the loop does the rest."""
+
+    @property
+    def name(self) -> str:
+        """The job's name (pod names start with it)."""
+
+    @property
+    def active_deadline(self) -> float | None:
+        """Seconds after which the controller fails the job, or None."""
+
+    @property
+    def backoff_limit(self) -> int | None:
+        """For messages: the limit :meth:`past_backoff_limit` applies (None: no limit)."""
+
+    def describe(self) -> str:
+        """The rules in one phrase, printed before the start."""
+
+    def past_backoff_limit(self, restarts: int) -> bool:
+        """Whether the job fails now that its pods have restarted in place ``restarts`` times."""
+
+    def replaces(self, policy: str, code: int) -> str | None:
+        """Why the controller replaces a pod that failed with ``code`` under ``policy`` (None: it does not)."""
+
+    def past_failed_limit(self, replaced: int) -> bool:
+        """Whether the job fails now that ``replaced`` pods were replaced."""
+
+    def success(self, pods: Sequence[LocalPod], pod: LocalPod) -> str | None:
+        """Why the job succeeded now that ``pod`` did (None: not yet)."""
+
+    def lost(self, pods: Sequence[LocalPod]) -> str | None:
+        """Why the job fails with the pods marked Lost (None: it carries on)."""
+
+    def cleanup_why(self) -> str:
+        """Why the pods still running when the job ended are deleted."""
+
 
 _OPERATOR_ENV_SHOWN: Final = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
 # After the job succeeded, the pods still running get this long to exit on their own
@@ -65,7 +108,7 @@ class Job:
     def __init__(
         self,
         pods: list[LocalPod],
-        rules: Rules,
+        rules: EngineRules,
         opts: Options,
         workdir: Path,
         printer: Printer,
@@ -187,7 +230,8 @@ class Job:
         self.printer.event(f"{pod.name} exited with code {code} after {ran:.1f}s")
         if code == 0 and policy != "Always":
             pod.state = "Succeeded"
-            return self._success_check(pod)
+            reason = self.rules.success(self.pods, pod)
+            return None if reason is None else Outcome("Succeeded", EXIT_OK, reason)
         if policy in ("OnFailure", "Always"):
             # The kubelet restarts the container in place; the operator counts it (§6).
             pod.restarts += 1
@@ -206,11 +250,19 @@ class Job:
             self.printer.event(f"{pod.name} restarts in place in {delay:g}s ({why}; restart {pod.restarts})")
             pod.state, pod.start_at = "Pending", self.elapsed() + delay
             return None
-        if policy == "ExitCode" and code >= EXIT_SIGNAL_BASE:
-            # Retryable: the operator deletes the pod and creates it again; the new pod's
-            # restartCount is 0, so backoffLimit never counts these (#2045).
+        replaced = self.rules.replaces(policy, code)
+        if replaced is not None:
             pod.recreated += 1
-            self.printer.event(f"{pod.name} exit code {code} is retryable (>= 128): the operator recreates the pod")
+            total = sum(p.recreated for p in self.pods)
+            if self.rules.past_failed_limit(total):
+                pod.state = "Failed"
+                return Outcome(
+                    "Failed",
+                    code,
+                    f"{pod.name} exited {code}; backoffLimit {self.rules.backoff_limit} reached: "
+                    f"{total} failed pod(s) is more than it allows",
+                )
+            self.printer.event(f"{pod.name} {replaced}")
             pod.state, pod.start_at = "Pending", self.elapsed()
             return None
         pod.state = "Failed"
@@ -220,39 +272,13 @@ class Job:
             why = f"restartPolicy {policy}: a failed pod fails the job"
         return Outcome("Failed", code, f"{pod.name} failed: {why}")
 
-    def _success_check(self, pod: LocalPod) -> Outcome | None:
-        workers = [p for p in self.pods if p.pod.replica_type == "Worker"]
-        if self.rules.has_master:
-            if pod.pod.replica_type == "Master":
-                return Outcome("Succeeded", EXIT_OK, f"{pod.name} (the Master) succeeded")
-            return None
-        if self.rules.elastic:
-            return Outcome(
-                "Succeeded", EXIT_OK, f"{pod.name} succeeded (elastic job: any worker's success is the job's)"
-            )
-        if all(p.state == "Succeeded" for p in workers):
-            return Outcome("Succeeded", EXIT_OK, f"all {len(workers)} worker(s) succeeded")
-        return None
-
     def _lost_check(self) -> Outcome | None:
         """A lost pod that the job cannot do without; the cluster would recreate it elsewhere."""
-        lost = [p for p in self.pods if p.state == "Lost"]
-        if not lost:
+        reason = self.rules.lost(self.pods)
+        if reason is None:
             return None
-        code = lost[-1].exit_code or EXIT_SIGNAL_BASE + signal.SIGKILL
-        if self.rules.has_master and any(p.pod.replica_type == "Master" for p in lost):
-            return Outcome("Failed", code, "the Master was lost and the job needs it to succeed")
-        if not self.rules.elastic:
-            return Outcome("Failed", code, f"{lost[-1].name} was lost and a fixed-size job needs every worker")
-        alive = [p for p in self.pods if p.pod.replica_type == "Worker" and p.state not in ("Lost", "Failed")]
-        if len(alive) < self.rules.min_nodes:
-            return Outcome(
-                "Failed",
-                code,
-                f"{len(alive)} worker(s) left, fewer than elasticPolicy's minimum {self.rules.min_nodes} "
-                "(on a cluster the operator would recreate the lost pod on another node)",
-            )
-        return None
+        lost = [p for p in self.pods if p.state == "Lost"]
+        return Outcome("Failed", lost[-1].exit_code or EXIT_SIGNAL_BASE + signal.SIGKILL, reason)
 
     # ------------------------------------------------------------------ the loop
 
@@ -331,13 +357,7 @@ class Job:
             active = [p for p in self.pods if p.state in ("Running", "Pending")]
         if not active:
             return
-        policy = self.rules.clean_pod_policy
-        if outcome.phase == "Interrupted":
-            why = "the job is deleted"
-        elif policy in ("All", "Running"):
-            why = f"cleanPodPolicy {policy}"
-        else:
-            why = f"cleanPodPolicy {policy} would leave it running on the cluster; run leaves no process behind"
+        why = "the job is deleted" if outcome.phase == "Interrupted" else self.rules.cleanup_why()
         self._delete(active, why)
 
     def _settle(self, pods: list[LocalPod], seconds: float) -> None:

@@ -20,6 +20,7 @@ from elastic_compile import contract
 from elastic_compile.localrun.kubelet import LOCAL_IP, Pod, expand, resolve_env
 from elastic_compile.localrun.process import (
     DEFAULT_GRACE,
+    EXIT_SIGNAL_BASE,
     MARKER_ENV,
     LocalPod,
     Options,
@@ -445,6 +446,52 @@ class Rules:
         if self.backoff_limit is None:
             return False
         return restarts > 0 if self.backoff_limit == 0 else restarts >= self.backoff_limit
+
+    def replaces(self, policy: str, code: int) -> str | None:
+        """ExitCode 128-255 is retryable: the operator deletes the pod and creates it again."""
+        if policy == "ExitCode" and code >= EXIT_SIGNAL_BASE:
+            return f"exit code {code} is retryable (>= 128): the operator recreates the pod"
+        return None
+
+    def past_failed_limit(self, replaced: int) -> bool:
+        """Never: a recreated pod's restartCount is 0, so backoffLimit never counts these (#2045)."""
+        return False
+
+    def success(self, pods: Sequence[LocalPod], pod: LocalPod) -> str | None:
+        """With a Master when it succeeds; elastic Worker-only when any worker does; else all workers."""
+        workers = [p for p in pods if p.pod.replica_type == "Worker"]
+        if self.has_master:
+            return f"{pod.name} (the Master) succeeded" if pod.pod.replica_type == "Master" else None
+        if self.elastic:
+            return f"{pod.name} succeeded (elastic job: any worker's success is the job's)"
+        if all(p.state == "Succeeded" for p in workers):
+            return f"all {len(workers)} worker(s) succeeded"
+        return None
+
+    def lost(self, pods: Sequence[LocalPod]) -> str | None:
+        """A lost pod the job cannot do without (the cluster would recreate it elsewhere)."""
+        lost = [p for p in pods if p.state == "Lost"]
+        if not lost:
+            return None
+        if self.has_master and any(p.pod.replica_type == "Master" for p in lost):
+            return "the Master was lost and the job needs it to succeed"
+        if not self.elastic:
+            return f"{lost[-1].name} was lost and a fixed-size job needs every worker"
+        alive = [p for p in pods if p.pod.replica_type == "Worker" and p.state not in ("Lost", "Failed")]
+        if len(alive) < self.min_nodes:
+            return (
+                f"{len(alive)} worker(s) left, fewer than elasticPolicy's minimum {self.min_nodes} "
+                "(on a cluster the operator would recreate the lost pod on another node)"
+            )
+        return None
+
+    def cleanup_why(self) -> str:
+        if self.clean_pod_policy in ("All", "Running"):
+            return f"cleanPodPolicy {self.clean_pod_policy}"
+        return (
+            f"cleanPodPolicy {self.clean_pod_policy} would leave it running on the cluster; "
+            "run leaves no process behind"
+        )
 
 
 # --------------------------------------------------------------------------- main

@@ -165,7 +165,7 @@ def test_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     two.write_text(yaml.safe_dump_all([job, {**job, "metadata": {"name": "other"}}]))
     assert (
         _dry(capsys, str(two))[2]
-        == "elastic-compile run: error: " + f"{two}: 2 PyTorchJobs (cpu-ddp, other); run takes one\n"
+        == "elastic-compile run: error: " + f"{two}: 2 jobs (PyTorchJob cpu-ddp, PyTorchJob other); run takes one\n"
     )
 
     renamed = yaml.safe_load(yaml.safe_dump(job))

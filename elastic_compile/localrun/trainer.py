@@ -1,0 +1,420 @@
+"""Kubeflow Trainer v2.3 on JobSet v0.12, emulated: what they make of a TrainJob, and their rules.
+
+Given a TrainJob (and our TrainingRuntime when the stream has one; the stock
+``torch-distributed`` runtime is built in), this computes what Trainer and JobSet would
+run (kubeflow-trainer-v2.md §2-§4):
+
+* the runtime's JobSet template, with the TrainJob's ``runtimePatches`` strategic-merged
+  onto it in list order, then the ``trainer`` fields applied to the container ``node`` of
+  the trainer-ancestor job (image, command, args; env after the runtime's; resources merged);
+* one Indexed Job ``<name>-node-0`` with ``numNodes`` pods named ``<name>-node-0-<i>``
+  (the hostname; the real pod name adds a random suffix), whose env ends with the five
+  ``PET_*`` variables of the torch plugin, ``PET_NODE_RANK`` from the completion index;
+* the rules: pods restart in place under ``OnFailure`` (JobSet's default) or are replaced
+  under ``Never``, both counted against the Job's ``backoffLimit`` (Kubernetes' default 6);
+  the Job succeeds when every index has; a failed Job fails the JobSet and the TrainJob
+  (no failurePolicy), and activeDeadlineSeconds fails it too.
+
+Only node 0's address (``PET_MASTER_ADDR``) and the pod IPs become this machine.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from elastic_compile.localrun.kubeflow import fit_nproc
+from elastic_compile.localrun.kubelet import LOCAL_IP, Pod, expand, resolve_env
+from elastic_compile.localrun.process import (
+    DEFAULT_GRACE,
+    MARKER_ENV,
+    LocalPod,
+    Options,
+    RunError,
+    base_env,
+    free_port,
+    local_argv,
+    port_busy,
+)
+from elastic_compile.targets.trainjob import api
+from elastic_compile.targets.trainjob.checks import manifest_errors
+
+#: Kubernetes' Job default (batch/v1 JobSpec.backoffLimit).
+DEFAULT_BACKOFF_LIMIT: Final = 6
+#: JobSet's webhook defaults the pod restartPolicy to OnFailure when the template has none.
+DEFAULT_RESTART_POLICY: Final = "OnFailure"
+JOB_RESTART_POLICIES: Final = ("OnFailure", "Never")
+
+# The stock torch-distributed ClusterTrainingRuntime of v2.3.0 (§3), for a TrainJob that
+# references it: only its shape matters here (the image is always the trainer's).
+STOCK_RUNTIME: Final = {
+    "apiVersion": api.API_VERSION,
+    "kind": api.CLUSTER_TRAINING_RUNTIME,
+    "metadata": {"name": api.STOCK_RUNTIME, "labels": {api.LABEL_FRAMEWORK: api.FRAMEWORK_TORCH}},
+    "spec": {
+        "mlPolicy": {"numNodes": 1, "torch": {}},
+        "template": {
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": api.NODE,
+                        "template": {
+                            "metadata": {"labels": {api.LABEL_ANCESTOR: api.ANCESTOR_TRAINER}},
+                            "spec": {
+                                "template": {
+                                    "spec": {
+                                        "containers": [
+                                            {
+                                                "name": api.NODE,
+                                                "image": "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime",
+                                            }
+                                        ]
+                                    }
+                                }
+                            },
+                        },
+                    }
+                ]
+            }
+        },
+    },
+}
+
+# Strategic-merge keys of the lists a runtime patch touches (the CRDs' list-map keys and
+# Kubernetes' patchMergeKey tags); any other list is replaced whole, as Kubernetes does.
+_MERGE_KEYS: Final = {
+    "replicatedJobs": "name", "containers": "name", "initContainers": "name", "volumes": "name",
+    "env": "name", "volumeMounts": "mountPath", "imagePullSecrets": "name", "ports": "containerPort",
+    "schedulingGates": "name", "runtimePatches": "manager",
+}  # fmt: skip
+
+
+def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
+    """``patch`` merged onto ``base`` the way Trainer applies runtimePatches (a copy; inputs untouched)."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = copy.deepcopy(base)
+        for key, value in patch.items():
+            out[key] = strategic_merge(out[key], value, key) if key in out else copy.deepcopy(value)
+        return out
+    key = _MERGE_KEYS.get(field)
+    if key is not None and isinstance(base, list) and isinstance(patch, list):
+        merged = [copy.deepcopy(item) for item in base]
+        for item in patch:
+            at = next((i for i, b in enumerate(merged) if isinstance(b, dict) and b.get(key) == item.get(key)), None)
+            if at is None:
+                merged.append(copy.deepcopy(item))
+            else:
+                merged[at] = strategic_merge(merged[at], item)
+        return merged
+    return copy.deepcopy(patch)
+
+
+def _runtime_for(job: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    ref = job["spec"].get("runtimeRef") or {}
+    kind = ref.get("kind", api.CLUSTER_TRAINING_RUNTIME)
+    if runtime is not None and runtime.get("kind") == kind and runtime["metadata"]["name"] == ref.get("name"):
+        return runtime
+    if kind == api.CLUSTER_TRAINING_RUNTIME and ref.get("name") == api.STOCK_RUNTIME:
+        return STOCK_RUNTIME
+    raise RunError(
+        f"the TrainJob references the {kind} {ref.get('name')}, which run does not know: give a stream that "
+        "holds it (e.g. kubectl kustomize output), or reference torch-distributed"
+    )
+
+
+def _trainer_job(jobset: Mapping[str, Any]) -> dict[str, Any]:
+    for rjob in jobset.get("replicatedJobs") or []:
+        labels = ((rjob.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        if labels.get(api.LABEL_ANCESTOR) == api.ANCESTOR_TRAINER:
+            return dict(rjob)
+    raise RunError(f"the runtime has no replicated job labelled {api.LABEL_ANCESTOR}: {api.ANCESTOR_TRAINER}")
+
+
+def jobset_of(job: Mapping[str, Any], runtime: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The JobSet spec Trainer builds: the runtime, then each runtimePatch in order, then the trainer (§2.4, §4)."""
+    source = _runtime_for(job, runtime)
+    jobset: dict[str, Any] = copy.deepcopy(source["spec"]["template"]["spec"])
+    for patch in job["spec"].get("runtimePatches") or []:
+        patched = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}
+        jobset = strategic_merge(jobset, patched)
+    trainer = job["spec"].get("trainer") or {}
+    rjob = _trainer_job(jobset)
+    pod = rjob["template"]["spec"]["template"]["spec"]
+    node = next((c for c in pod.get("containers") or [] if c.get("name") == api.NODE), None)
+    if node is None:
+        raise RunError(f"the trainer job {rjob.get('name')} has no container {api.NODE}")
+    for key in ("image", "command", "args"):
+        if key in trainer:
+            node[key] = list(trainer[key]) if isinstance(trainer[key], list) else trainer[key]
+    if trainer.get("env"):
+        node["env"] = strategic_merge(node.get("env") or [], trainer["env"], "env")
+    if trainer.get("resourcesPerNode"):
+        node["resources"] = strategic_merge(node.get("resources") or {}, trainer["resourcesPerNode"])
+    return jobset
+
+
+def num_nodes(job: Mapping[str, Any], runtime: Mapping[str, Any] | None = None) -> int:
+    """trainer.numNodes, else the runtime's mlPolicy.numNodes, else 1 (torch.go:117-119)."""
+    trainer = job["spec"].get("trainer") or {}
+    if trainer.get("numNodes") is not None:
+        return int(trainer["numNodes"])
+    policy = _runtime_for(job, runtime)["spec"].get("mlPolicy") or {}
+    return int(policy.get("numNodes") or 1)
+
+
+def pet_env(job: Mapping[str, Any], node: Mapping[str, Any], nodes: int, master_port: int) -> list[dict[str, Any]]:
+    """The five variables the torch plugin upserts into ``node`` (torch.go:110-225), in its order."""
+    name = job["metadata"]["name"]
+    trainer = job["spec"].get("trainer") or {}
+    nproc = trainer.get("numProcPerNode")
+    if nproc is None:
+        # "auto" for a GPU-like resource, else the CPU count rounded up (at least 1).
+        resources = trainer.get("resourcesPerNode") or node.get("resources") or {}
+        names = [str(k) for side in ("requests", "limits") for k in (resources.get(side) or {})]
+        nproc = "auto" if any("gpu" in n.lower() for n in names) else 1
+    return [
+        {"name": api.PET_NNODES, "value": str(nodes)},
+        {"name": api.PET_NPROC_PER_NODE, "value": str(nproc)},
+        {
+            "name": api.PET_NODE_RANK,
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{api.COMPLETION_INDEX_ANNOTATION}']"}},
+        },
+        {"name": api.PET_MASTER_ADDR, "value": api.master_addr(name)},
+        {"name": api.PET_MASTER_PORT, "value": str(master_port)},
+    ]
+
+
+def pods(
+    job: Mapping[str, Any],
+    runtime: Mapping[str, Any] | None = None,
+    *,
+    namespace: str = "default",
+    local: bool = True,
+    lookup: Mapping[str, str] | None = None,
+    master_port: int = api.MASTER_PORT,
+) -> list[Pod]:
+    """Every pod of the trainer job, with the command and environment Trainer and JobSet give it.
+
+    With ``local``, node 0's address and the pod IPs become 127.0.0.1; ``master_port``
+    stands in for the plugin's 29500 when that port is taken here.
+    """
+    if job.get("kind") != api.TRAINJOB:
+        raise RunError("not a TrainJob")
+    name = str(job["metadata"]["name"])
+    namespace = str(job["metadata"].get("namespace", namespace))
+    rjob = _trainer_job(jobset_of(job, runtime))
+    template = rjob["template"]["spec"]["template"]
+    pod_spec = template["spec"]
+    node = next(c for c in pod_spec["containers"] if c["name"] == api.NODE)
+    count = num_nodes(job, runtime)
+    out: list[Pod] = []
+    for index in range(count):
+        pod_name = f"{name}-{rjob['name']}-0-{index}"
+        labels = dict((template.get("metadata") or {}).get("labels") or {})
+        labels.update({
+            api.LABEL_JOBSET_NAME: name,
+            "jobset.sigs.k8s.io/replicatedjob-name": str(rjob["name"]),
+            "batch.kubernetes.io/job-completion-index": str(index),
+        })  # fmt: skip
+        annotations = dict((template.get("metadata") or {}).get("annotations") or {})
+        annotations[api.COMPLETION_INDEX_ANNOTATION] = str(index)
+        facts = {
+            "name": pod_name, "namespace": namespace, "ip": LOCAL_IP, "labels": labels, "annotations": annotations,
+            "serviceAccountName": pod_spec.get("serviceAccountName", "default"),
+        }  # fmt: skip
+        plugin = pet_env(job, node, count, master_port)
+        if local:
+            for var in plugin:
+                if var["name"] == api.PET_MASTER_ADDR:
+                    var["value"] = LOCAL_IP
+        # The plugin upserts: a runtime or trainer entry of the same name is replaced in place.
+        entries = [e for e in node.get("env") or [] if e.get("name") not in api.RESERVED_ENV] + plugin
+        env, unresolved, looked_up = resolve_env(entries, facts, lookup)
+        words = [*(node.get("command") or []), *(node.get("args") or [])]
+        argv = tuple(expand(str(a), env) for a in words)
+        restart = str(pod_spec.get("restartPolicy", DEFAULT_RESTART_POLICY))
+        out.append(Pod(pod_name, api.NODE, index, str(node.get("image", "")), argv, env, restart, labels,
+                       unresolved, looked_up))  # fmt: skip
+    return out
+
+
+def check_job(job: Mapping[str, Any], runtime: Mapping[str, Any] | None, label: str) -> None:
+    """Reject what the cluster would reject: Trainer's webhooks and the Job's restart policy."""
+    problems = manifest_errors(job, runtime)
+    if runtime is not None:
+        problems += manifest_errors(runtime)
+    if not problems:
+        pod_spec = _trainer_job(jobset_of(job, runtime))["template"]["spec"]["template"]["spec"]
+        policy = pod_spec.get("restartPolicy", DEFAULT_RESTART_POLICY)
+        if policy not in JOB_RESTART_POLICIES:
+            problems.append(f"restartPolicy: a Job's pods take OnFailure or Never (given: {policy})")
+    if problems:
+        raise RunError("\n".join(f"{label}: {p}" for p in problems))
+
+
+def fit_job(
+    manifest: Mapping[str, Any],
+    runtime: Mapping[str, Any] | None,
+    opts: Options,
+    *,
+    gpus: Sequence[str],
+    cpus: int,
+) -> tuple[dict[str, Any], list[str]]:
+    """A copy of the TrainJob changed to run here, and a note per change (as ``kubeflow.fit_job``).
+
+    ``--nodes`` sets trainer.numNodes and ``--nproc-per-node`` (or GPU scaling) sets
+    numProcPerNode, so that the plugin's own rules turn them into PET_* variables.
+    """
+    job: dict[str, Any] = copy.deepcopy(dict(manifest))
+    trainer = job["spec"].setdefault("trainer", {})
+    notes: list[str] = []
+    nodes = num_nodes(job, runtime)
+    if opts.nodes is not None and opts.nodes != nodes:
+        notes.append(f"--nodes {opts.nodes}: trainer.numNodes {opts.nodes} (was {nodes})")
+        trainer["numNodes"] = nodes = opts.nodes
+    nproc = str(trainer.get("numProcPerNode", "auto"))
+    resources = trainer.get("resourcesPerNode") or {}
+    wanted = 0
+    for side in ("limits", "requests"):
+        for key, value in (resources.get(side) or {}).items():
+            if "gpu" in str(key).lower() and str(value).isdigit():
+                wanted = max(wanted, int(value))
+    per_pod = min(wanted, len(gpus) // max(1, nodes))
+    note: str | None
+    if opts.nproc_per_node is not None:
+        new, note = str(opts.nproc_per_node), f"--nproc-per-node {opts.nproc_per_node}: numProcPerNode (was {nproc})"
+    else:
+        new, note = fit_nproc(nproc, gpus_requested=wanted, gpus_per_pod=per_pod, cpus=cpus, pods=nodes)
+    if note:
+        notes.append(note.replace("nprocPerNode", "numProcPerNode"))
+    if new != nproc:
+        trainer["numProcPerNode"] = int(new) if new.isdigit() else new
+    return job, notes
+
+
+def build_pods(
+    job: Mapping[str, Any],
+    runtime: Mapping[str, Any] | None,
+    *,
+    environ: Mapping[str, str],
+    gpus: Sequence[str],
+    token: str,
+) -> tuple[list[LocalPod], list[str], int]:
+    """The local pods of the TrainJob, the notes, and the master port used here."""
+    notes: list[str] = []
+    master_port = api.MASTER_PORT
+    if num_nodes(job, runtime) > 1 and port_busy(master_port):
+        master_port = free_port()
+        notes.append(
+            f"PET_MASTER_PORT {api.MASTER_PORT} is in use on this machine; using {master_port} "
+            "(on the cluster node 0 has its own IP)"
+        )
+    computed = pods(job, runtime, local=True, lookup=environ, master_port=master_port)
+    if not computed:
+        raise RunError("the TrainJob has no pods (trainer.numNodes is 0)")
+    pod_spec = _trainer_job(jobset_of(job, runtime))["template"]["spec"]["template"]["spec"]
+    node = next(c for c in pod_spec["containers"] if c["name"] == api.NODE)
+    if not node.get("command"):
+        raise RunError("the node container has no command, so the image's ENTRYPOINT would run; run cannot know it")
+    for name in computed[0].looked_up:
+        notes.append(f"{name}: taken from this shell's environment")
+    for name in computed[0].unresolved:
+        notes.append(
+            f"warning: {name} needs the cluster and is not set in this shell: skipped (export it to pass a value)"
+        )
+    for init in pod_spec.get("initContainers") or []:
+        kind = "native sidecar" if init.get("restartPolicy") == "Always" else "init container"
+        notes.append(f"{kind} {init.get('name')} is not run locally")
+    for other in pod_spec.get("containers") or []:
+        if other.get("name") != api.NODE:
+            notes.append(f"container {other.get('name')} is not run locally")
+    base = base_env(environ)
+    per_pod = len(gpus) // len(computed)
+    grace = pod_spec.get("terminationGracePeriodSeconds")
+    out: list[LocalPod] = []
+    for i, pod in enumerate(computed):
+        env = dict(base)
+        env["HOSTNAME"] = pod.name  # JobSet sets the hostname to <name>-node-0-<i>
+        env.update(pod.env)
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[i * per_pod : (i + 1) * per_pod])
+        env[MARKER_ENV] = f"{token}/{pod.name}"
+        out.append(
+            LocalPod(
+                pod=pod,
+                argv=local_argv(pod.argv),
+                env=env,
+                grace=float(grace) if grace is not None else DEFAULT_GRACE,
+                marker=env[MARKER_ENV],
+            )
+        )
+    return out, notes, master_port
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+@dataclass(frozen=True)
+class Rules:
+    """JobSet's and the Job controller's rules for the trainer job (§4, Kubernetes batch/v1)."""
+
+    name: str
+    backoff_limit: int
+    active_deadline: float | None
+    suspended: bool
+
+    @classmethod
+    def of(cls, job: Mapping[str, Any], runtime: Mapping[str, Any] | None = None) -> Rules:
+        rjob = _trainer_job(jobset_of(job, runtime))
+        limit = rjob["template"]["spec"].get("backoffLimit")
+        deadline = job["spec"].get("activeDeadlineSeconds")
+        return cls(
+            name=str(job["metadata"]["name"]),
+            backoff_limit=DEFAULT_BACKOFF_LIMIT if limit is None else int(limit),
+            active_deadline=None if deadline is None else float(deadline),
+            suspended=bool(job["spec"].get("suspend")),
+        )
+
+    def describe(self) -> str:
+        return (
+            f"succeeds when every node does; any failed Job fails the JobSet; backoffLimit {self.backoff_limit}"
+            " (restarts and replaced pods)"
+        )
+
+    def past_backoff_limit(self, restarts: int) -> bool:
+        """pastBackoffLimitOnFailure: the Job's container restarts >= backoffLimit (any, for 0)."""
+        return restarts > 0 if self.backoff_limit == 0 else restarts >= self.backoff_limit
+
+    def replaces(self, policy: str, code: int) -> str | None:
+        """Under Never the Job controller creates a new pod for the failed index."""
+        if policy == "Never":
+            return "failed under restartPolicy Never: the Job controller creates a new pod for its index"
+        return None
+
+    def past_failed_limit(self, failed: int) -> bool:
+        """A Job with restartPolicy Never fails once its failed pods exceed backoffLimit."""
+        return failed > self.backoff_limit
+
+    def success(self, pods: Sequence[LocalPod], pod: LocalPod) -> str | None:
+        """An Indexed Job completes when every index has succeeded; the JobSet with its only Job."""
+        if all(p.state == "Succeeded" for p in pods):
+            return f"all {len(pods)} node(s) succeeded: the Job completes, and the JobSet and TrainJob with it"
+        return None
+
+    def lost(self, pods: Sequence[LocalPod]) -> str | None:
+        lost = [p for p in pods if p.state == "Lost"]
+        if not lost:
+            return None
+        return (
+            f"{lost[-1].name} was lost and a TrainJob has a fixed number of nodes (the cluster would replace the pod)"
+        )
+
+    def cleanup_why(self) -> str:
+        return "the failed Job's active pods are deleted"
+
+
+def store_host(pods: Sequence[LocalPod], master_port: int) -> tuple[LocalPod, int] | None:
+    """Node 0 hosts the c10d store on the cluster (PET_MASTER_ADDR names it)."""
+    return (pods[0], master_port) if len(pods) > 1 else None
