@@ -36,6 +36,20 @@ SHM_VOLUME = SHM_VOLUME_NAME
 ISTIO_INJECT = "sidecar.istio.io/inject"
 
 
+def object_metadata(
+    name: str, namespace: str | None, labels: dict[str, str], annotations: dict[str, str]
+) -> dict[str, Any]:
+    """An object's metadata with only what is set, in Kubernetes' usual order."""
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if labels:
+        meta["labels"] = dict(labels)
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
 def resources(spec: ElasticSpec) -> dict[str, dict[str, str]]:
     """Kubernetes resources of the training container.
 

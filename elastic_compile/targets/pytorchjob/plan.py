@@ -13,7 +13,7 @@ from typing import Any
 from elastic_compile import contract
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
-from elastic_compile.targets.pod import build_pod_template
+from elastic_compile.targets.pod import build_pod_template, object_metadata
 
 
 @dataclass(frozen=True)
@@ -35,14 +35,7 @@ class Plan:
     @property
     def metadata(self) -> dict[str, Any]:
         """Object metadata of the job (and of the PodTemplate resource)."""
-        meta: dict[str, Any] = {"name": self.name}
-        if self.namespace is not None:
-            meta["namespace"] = self.namespace
-        if self.labels:
-            meta["labels"] = dict(self.labels)
-        if self.annotations:
-            meta["annotations"] = dict(self.annotations)
-        return meta
+        return object_metadata(self.name, self.namespace, self.labels, self.annotations)
 
 
 def elastic_policy(spec: ElasticSpec) -> dict[str, Any] | None:

@@ -25,7 +25,7 @@ from elastic_compile import contract
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets.checks import FieldPath
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
-from elastic_compile.targets.pod import build_pod_template
+from elastic_compile.targets.pod import build_pod_template, object_metadata
 from elastic_compile.targets.trainjob import api
 
 #: Our runtimePatches manager: a domain-prefixed path, as the JobSet plugin's webhook requires.
@@ -63,14 +63,7 @@ class TrainJobPlan:
     @property
     def metadata(self) -> dict[str, Any]:
         """The TrainJob's metadata."""
-        meta: dict[str, Any] = {"name": self.name}
-        if self.namespace is not None:
-            meta["namespace"] = self.namespace
-        if self.labels:
-            meta["labels"] = dict(self.labels)
-        if self.annotations:
-            meta["annotations"] = dict(self.annotations)
-        return meta
+        return object_metadata(self.name, self.namespace, self.labels, self.annotations)
 
     def runtime_jobs(self) -> dict[str, frozenset[str]] | None:
         """Replicated job -> its container names, of the runtime referenced; None when unknown."""
@@ -319,12 +312,9 @@ def _runtime(
     if spec.run_policy.backoff_limit is not None:
         job_spec["backoffLimit"] = spec.run_policy.backoff_limit
     job_spec["template"] = {"spec": pod_spec}
-    metadata: dict[str, Any] = {"name": spec.name}
-    if spec.namespace is not None:
-        metadata["namespace"] = spec.namespace
-    metadata["labels"] = {api.LABEL_FRAMEWORK: api.FRAMEWORK_TORCH}
+    labels = {api.LABEL_FRAMEWORK: api.FRAMEWORK_TORCH}
     return {
-        "metadata": metadata,
+        "metadata": object_metadata(spec.name, spec.namespace, labels, {}),
         "spec": {
             "mlPolicy": {"numNodes": spec.nnodes.max, "torch": {}},
             "template": {
