@@ -77,6 +77,9 @@ def explain(compiled: Compiled) -> str:
     out = [f"# {compiled.spec.name}: every setting, resolved from {origin}\n"]
     for path, value, source in rows:
         out.append(f"{f'{path}: {value}':<{width}}  # {source}\n")
+    trainjob = next((o for o in compiled.outputs if o.document.kind == "TrainJob"), None)
+    if trainjob is not None:
+        return "".join(out) + _trainjob_layout(trainjob.document.context["plan"])
     plan = compiled.plan
     layout = (
         f"{plan.replicas} Worker pod(s), elasticPolicy {json.dumps(plan.elastic_policy)}"
@@ -94,3 +97,17 @@ def explain(compiled: Compiled) -> str:
     )
     out.append("# container command: elastic-launch " + shlex.join(plan.launcher_args) + "\n")
     return "".join(out)
+
+
+def _trainjob_layout(plan: Any) -> str:
+    """The TrainJob's layout: where the pods' settings went (targets/trainjob/plan.py)."""
+    trainer = plan.trainer
+    ref = plan.runtime_ref
+    runtime = "a TrainingRuntime of ours, emitted first" if plan.runtime is not None else "on the cluster"
+    return (
+        f"# layout: TrainJob, {trainer['numNodes']} node(s) x numProcPerNode {trainer['numProcPerNode']}; "
+        f"runtimeRef {ref['kind']} {ref['name']} ({runtime}); one runtimePatches entry "
+        f"({plan.runtime_patches[0]['manager']})\n"
+        "# rendezvous: c10d at node 0, $(PET_MASTER_ADDR):$(PET_MASTER_PORT), injected by Trainer's torch plugin\n"
+        "# container command: elastic-launch " + shlex.join(plan.launcher_args) + "\n"
+    )
