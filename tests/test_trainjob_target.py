@@ -89,6 +89,17 @@ def test_our_runtime_comes_first_everywhere(tmp_path: Path) -> None:
     assert sorted(kustomization["resources"]) == kustomization["resources"]
 
 
+def test_no_v1_lint_on_a_trainjob(capsys: pytest.CaptureFixture[str]) -> None:
+    """EC110 (the operator's backoffLimit misses ExitCode recreations) is about v1 only."""
+    from elastic_compile.compiler import lint
+
+    text = SPEC + "run_policy: {backoff_limit: 2}\n"
+    assert lint.report([compile_text(text)], [], strict=True)
+    assert "EC110" in capsys.readouterr().err
+    assert not lint.report([compile_text("target: trainjob\n" + text)], [], strict=True)
+    assert capsys.readouterr().err == ""
+
+
 def test_runtime_patches_never_carry_env_or_time() -> None:
     job = compile_text("target: trainjob\n" + SPEC + "env: {A: b}\n").outputs[0].doc
     (patch,) = job["spec"]["runtimePatches"]
@@ -96,7 +107,7 @@ def test_runtime_patches_never_carry_env_or_time() -> None:
     (rjob,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
     (node,) = rjob["template"]["spec"]["template"]["spec"]["containers"]
     assert node["name"] == api.NODE and "env" not in node
-    assert job["spec"]["trainer"]["env"][0] == {"name": "A", "value": "b"}
+    assert {"name": "A", "value": "b"} in job["spec"]["trainer"]["env"]
     # $(VAR) only in args: Kubernetes expands them there against the whole env.
     assert "$(PET_MASTER_ADDR):$(PET_MASTER_PORT)" in job["spec"]["trainer"]["args"]
     assert not any("$(" in str(e.get("value", "")) for e in job["spec"]["trainer"]["env"])

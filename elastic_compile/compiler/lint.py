@@ -174,6 +174,16 @@ def active(spec: ElasticSpec, plan: Plan, ignore: Iterable[str] = ()) -> list[Li
     return [found for found in lint(spec, plan) if found.code not in silenced]
 
 
+# Lints about the training operator v1's own rules: they say nothing of a TrainJob (a Job's
+# backoffLimit counts OnFailure restarts and replaced pods alike), so they fire only when
+# the output holds a PyTorchJob.
+PYTORCHJOB_ONLY = frozenset({"EC110"})
+
+
+def _applies(found: Lint, c: Compiled) -> bool:
+    return found.code not in PYTORCHJOB_ONLY or any(o.doc.get("kind") == "PyTorchJob" for o in c.outputs)
+
+
 def report(compiled: Sequence[Compiled], ignore: Sequence[str], *, strict: bool, stream: TextIO | None = None) -> bool:
     """Print the active lints of every compiled spec to ``stream`` (stderr); the CLI's one call.
 
@@ -191,7 +201,9 @@ def report(compiled: Sequence[Compiled], ignore: Sequence[str], *, strict: bool,
     for c in compiled:
         # In file order, like errors: a reader fixes them top to bottom.
         for problem in sorted(
-            found.problem(c.loaded, "error" if strict else "warning") for found in active(c.spec, c.plan, ignore)
+            found.problem(c.loaded, "error" if strict else "warning")
+            for found in active(c.spec, c.plan, ignore)
+            if _applies(found, c)
         ):
             fired = True
             print(problem, file=out)
