@@ -76,8 +76,9 @@ def test_all_gives_one_job_per_spec() -> None:
     assert "PyTorchJob" in _kinds(SPEC.replace("nnodes: 2", "nnodes: 1:4"), ("all",))
 
 
-def test_our_runtime_comes_first_everywhere(tmp_path: Path) -> None:
+def test_our_runtime_comes_first_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The TrainJob webhook refuses a TrainJob whose runtime does not exist yet."""
+    monkeypatch.chdir(tmp_path)  # -o writes only below the working directory
     text = "target: trainjob\n" + SPEC + SIDECAR
     assert _kinds(text) == ["TrainingRuntime", "TrainJob"]
     spec = tmp_path / "elastic.yaml"
@@ -125,13 +126,9 @@ def test_golden_trainjobs_pass_the_webhooks_against_their_runtime() -> None:
             assert runtime_errors(runtime) == [], case
 
 
-def test_stock_runtime_facts(check_manifest: Checker) -> None:
-    """api.STOCK_JOBS is what upstream's torch-distributed runtime holds (read from the CRDs folder)."""
-    from elastic_compile.core.crdcheck import crd_dir
-
-    directory = crd_dir()
-    assert directory is not None  # check_manifest skipped otherwise
-    stock = yaml.safe_load((directory / "torch_distributed_runtime_v2.3.0.yaml").read_text(encoding="utf-8"))
+def test_stock_runtime_facts(crds_dir: Path, check_manifest: Checker) -> None:
+    """api.STOCK_JOBS is what upstream's torch-distributed runtime holds."""
+    stock = yaml.safe_load((crds_dir / "torch_distributed_runtime_v2.3.0.yaml").read_text(encoding="utf-8"))
     assert runtime_jobs(stock) == api.STOCK_JOBS
     assert stock["metadata"]["name"] == api.STOCK_RUNTIME
     assert check_manifest(stock) == []

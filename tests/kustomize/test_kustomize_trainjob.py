@@ -32,7 +32,7 @@ MANAGER = "elastic-compile.dev/compiler"
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("trainjob") / "base"
-    assert main([str(SPEC), "-t", "trainjob", "-o", str(out)]) == 0
+    assert main([str(SPEC), "-t", "trainjob", "-o", str(out), "--root", str(out.parent)]) == 0
     return out
 
 

@@ -50,7 +50,7 @@ def _compile(tmp_path: Path, name: str, body: str, marker: str) -> Path:
     source = tmp_path / f"{name}.yaml"
     source.write_text(spec(name, marker, body), encoding="utf-8")
     manifest = tmp_path / f"{name}.trainjob.yaml"
-    assert compile_main([str(source), "-t", "trainjob", "-o", str(tmp_path / "base")]) == 0
+    assert compile_main([str(source), "-t", "trainjob", "-o", str(tmp_path / "base"), "--root", str(tmp_path)]) == 0
     docs = [(tmp_path / "base" / f).read_text(encoding="utf-8") for f in ("trainingruntime.yaml", "trainjob.yaml")
             if (tmp_path / "base" / f).is_file()]  # fmt: skip
     manifest.write_text("---\n".join(docs), encoding="utf-8")
