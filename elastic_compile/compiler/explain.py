@@ -108,6 +108,7 @@ def _trainjob_layout(plan: Any) -> str:
         f"# layout: TrainJob, {trainer['numNodes']} node(s) x numProcPerNode {trainer['numProcPerNode']}; "
         f"runtimeRef {ref['kind']} {ref['name']} ({runtime}); one runtimePatches entry "
         f"({plan.runtime_patches[0]['manager']})\n"
-        "# rendezvous: c10d at node 0, $(PET_MASTER_ADDR):$(PET_MASTER_PORT), injected by Trainer's torch plugin\n"
+        "# rendezvous: c10d at node 0 (PET_MASTER_ADDR:PET_MASTER_PORT, injected by Trainer's torch plugin), "
+        "which hosts the store: --rdzv-at-master\n"
         "# container command: elastic-launch " + shlex.join(plan.launcher_args) + "\n"
     )

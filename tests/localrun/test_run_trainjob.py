@@ -75,8 +75,7 @@ def test_pods_and_pet_env_as_trainer_gives_them(tmp_path: Path, marker: str) -> 
         assert env["PET_MASTER_ADDR"] == "127.0.0.1"  # petjob-node-0-0.petjob on the cluster
         assert env["ELASTIC_LAUNCH_JOB_NAME"] == "petjob", "from JobSet's label: the run id comes from the TrainJob"
         assert env[MARKER_NAME] == marker
-        endpoint = pod["command"][pod["command"].index("--rdzv-endpoint") + 1]
-        assert endpoint == f"127.0.0.1:{env['PET_MASTER_PORT']}", "$(PET_MASTER_ADDR):$(PET_MASTER_PORT) expanded"
+        assert "--rdzv-at-master" in pod["command"], "elastic-launch meets at PET_MASTER_ADDR:PET_MASTER_PORT"
         assert pod["restartPolicy"] == "OnFailure", "JobSet's default"
 
 

@@ -37,16 +37,16 @@ ANCESTOR_CONTAINERS: Final = {"trainer": "node", "dataset-initializer": "dataset
 # trainer.env (§4); the webhook refuses these names in trainer.env (§5).
 PET_NNODES: Final = contract.PET_NNODES
 PET_NPROC_PER_NODE: Final = contract.PET_NPROC_PER_NODE
-PET_NODE_RANK: Final = "PET_NODE_RANK"
-PET_MASTER_ADDR: Final = "PET_MASTER_ADDR"
-PET_MASTER_PORT: Final = "PET_MASTER_PORT"
-RESERVED_ENV: Final = (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT)
+PET_NODE_RANK: Final = contract.PET_NODE_RANK
+PET_MASTER_ADDR: Final = contract.PET_MASTER_ADDR
+PET_MASTER_PORT: Final = contract.PET_MASTER_PORT
+RESERVED_ENV: Final = contract.TRAINER_RESERVED_ENV
 MASTER_PORT: Final = 29500  # T: constants.go:72, also added as containerPort on node
 # PET_NODE_RANK comes from the Job's completion index through the downward API (§4).
 COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
 
 # JobSet labels every pod with its JobSet's name, which is the TrainJob's (J: api constants).
-LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
+LABEL_JOBSET_NAME: Final = contract.LABEL_JOBSET_NAME
 
 # Kueue reads the queue from the TrainJob's own labels (§2.2).
 LABEL_KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"

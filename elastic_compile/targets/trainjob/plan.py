@@ -258,14 +258,11 @@ def _runtime_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
 def _rendezvous_args(spec: ElasticSpec) -> list[str]:
     """Where elastic-launch meets: node 0, at the address and port the torch plugin injects.
 
-    ``$(VAR)`` works here and not in env: Kubernetes expands command and args against the
-    whole env, but an env value only against the entries before it, and the plugin appends
-    PET_* last (§4, §8.4).
+    ``--rdzv-at-master`` (contract.py) makes elastic-launch run c10d at
+    PET_MASTER_ADDR:PET_MASTER_PORT with min == max == PET_NNODES, the pod with
+    PET_NODE_RANK 0 hosting the store: the plugin injects no PET_RDZV_* (§4, §8.4).
     """
-    args: list[str] = []
-    if spec.nnodes.max > 1:
-        endpoint = f"$({api.PET_MASTER_ADDR}):$({api.PET_MASTER_PORT})"
-        args += [contract.OPT_RDZV_BACKEND, "c10d", contract.OPT_RDZV_ENDPOINT, endpoint]
+    args: list[str] = [contract.OPT_RDZV_AT_MASTER]
     if spec.rdzv.id is not None:
         args += [contract.OPT_RDZV_ID, spec.rdzv.id]
     return args
