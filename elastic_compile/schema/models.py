@@ -781,7 +781,7 @@ class FlyteTarget(_Model):
 
 #: The ``-t`` names a spec may give as its default target. A closed set, so editors offer it
 #: and a typo fails here; tests/test_trainjob_target.py keeps it equal to the target registry.
-TargetName = Literal["pytorchjob", "trainjob", "podtemplate", "flyte"]
+TargetName = Literal["pytorchjob", "trainjob", "podtemplate", "flyte", "flyte2"]
 
 #: The stock runtime of Kubeflow Trainer v2 (kubeflow-trainer-v2.md §3).
 STOCK_RUNTIME = "torch-distributed"
