@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Compile elastic.yaml into validated manifests: a Kubeflow PyTorchJob (v1) or TrainJob "
         "(Trainer v2), a PodTemplate, a Flyte task.",
         epilog="Other commands: 'elastic-compile schema' prints the JSON Schema of elastic.yaml; "
+        "'elastic-compile import MANIFEST' writes an elastic.yaml for a PyTorchJob written by hand "
+        "('import --torchrun -- torchrun ...' for a command line); "
         "'elastic-compile run SPEC_OR_MANIFEST' runs the job on this machine, one process per pod.",
     )
     # nargs="*": with -o, `--check spec.yaml` may have taken the only spec (see _compile).
@@ -97,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args_list[:1] == ["schema"]:
             return _schema(args_list[1:])
+        if args_list[:1] == ["import"]:
+            return _import(args_list[1:])
         if args_list[:1] == ["run"]:
             from elastic_compile.localrun.cli import main as run_main
 
@@ -143,6 +147,59 @@ def _schema(argv: Sequence[str]) -> int:
     p = _Parser(prog="elastic-compile schema", description="Print the JSON Schema of elastic.yaml.")
     p.parse_args(list(argv))
     sys.stdout.write(json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n")
+    return EXIT_OK
+
+
+def _import(argv: Sequence[str]) -> int:
+    from elastic_compile.compiler import adopt
+
+    words = list(argv)
+    command: list[str] | None = None
+    if "--torchrun" in words:
+        at = words.index("--torchrun")
+        rest = words[at + 1 :]
+        if "--" not in rest:
+            raise SpecError(
+                [
+                    Problem(
+                        "elastic-compile",
+                        0,
+                        0,
+                        "usage",
+                        "--torchrun takes the command after --: --torchrun -- torchrun ...",
+                    )
+                ]
+            )
+        split = rest.index("--")
+        words, command = words[:at] + rest[:split], rest[split + 1 :]
+    p = _Parser(
+        prog="elastic-compile import",
+        description="Print an elastic.yaml for a job written by hand: a PyTorchJob manifest (or a stream of "
+        "them, - for standard input), or a torchrun command line (--torchrun -- torchrun ARGS...). What the "
+        "import changed and what it could not carry go to stderr, one located line each.",
+    )
+    p.add_argument("manifest", nargs="?", metavar="MANIFEST", help="a manifest file; - reads standard input")
+    p.add_argument("--torchrun", action="store_true", help="import the torchrun command line after --")
+    p.add_argument("--image", help="with --torchrun: the container image (a command line has none)")
+    p.add_argument("--name", help="with --torchrun: the job name (default: the script's name)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    ns = p.parse_args(words + (["--torchrun"] if command is not None else []))
+    if command is not None:
+        if ns.manifest is not None:
+            raise SpecError([Problem("elastic-compile", 0, 0, "usage", "give a MANIFEST or --torchrun, not both")])
+        results = [adopt.import_torchrun(command, image=ns.image, name=ns.name)]
+    elif ns.manifest is None:
+        raise SpecError(
+            [Problem("elastic-compile", 0, 0, "usage", "give a MANIFEST (- for standard input) or --torchrun -- ...")]
+        )
+    else:
+        if ns.image is not None or ns.name is not None:
+            raise SpecError([Problem("elastic-compile", 0, 0, "usage", "--image and --name go with --torchrun")])
+        results = adopt.import_path(ns.manifest)
+    for result in results:
+        for note in result.notes:
+            print(note, file=sys.stderr)
+    sys.stdout.write("---\n".join(r.text for r in results))
     return EXIT_OK
 
 

@@ -506,18 +506,28 @@ def _all_nodes(composer: _Composer) -> list[Node]:
     return nodes
 
 
-def load_documents(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> list[Any]:
-    """Every document of a YAML stream (``---`` separated), with the same rules and limits.
+def load_stream(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> list[Loaded]:
+    """Every document of a YAML stream (``---`` separated), each with its node tree.
 
-    For manifests from elsewhere (a ``kubectl kustomize`` output given to ``run``): the
-    alias, depth, size and tag limits hold across the whole stream.
+    For manifests from elsewhere (a ``kubectl kustomize`` output given to ``run``,
+    ``import`` or ``doctor``): the alias, depth, size and tag limits hold across the whole
+    stream, and every problem is located. Empty documents are skipped.
     """
-    text = raw.decode("utf-8", errors="strict") if isinstance(raw, bytes) else raw
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line, col = _position(raw, e.start)
+            given = f"byte 0x{raw[e.start]:02X}"
+            raise SpecError([Problem(file, line, col, "yaml", "not valid UTF-8; save the file as UTF-8", given)]) from e
+    else:
+        text = raw
     if len(text.encode()) > max_bytes:
         raise SpecError([Problem(file, 1, 1, "spec", f"the file is larger than {max_bytes} bytes")])
     builder = _Builder(file)
     try:
-        docs = [builder.build(node) for node in _compose(text, max_depth, MAX_VALUES, _all_nodes)]
+        roots = _compose(text, max_depth, MAX_VALUES, _all_nodes)
+        docs = [Loaded(file, builder.build(node), node) for node in roots]
     except (_LoadLimit, yaml.YAMLError) as e:
         raise SpecError([_parse_problem(e, file, text)]) from e
     if builder.problems:
@@ -525,16 +535,29 @@ def load_documents(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, m
     return docs
 
 
-def load_file(path: str | Path) -> Loaded:
-    """Read and parse ``path`` (``-`` reads standard input, reported as ``<stdin>``)."""
+def load_documents(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> list[Any]:
+    """The data of every document of a YAML stream (see :func:`load_stream`)."""
+    return [doc.data for doc in load_stream(raw, file, max_bytes=max_bytes, max_depth=max_depth)]
+
+
+def read_input(path: str | Path, max_bytes: int = MAX_BYTES) -> tuple[bytes, str]:
+    """The bytes of ``path`` (``-``: standard input, named ``<stdin>``), at most ``max_bytes`` + 1 of them.
+
+    One byte more than the limit is read so that the loaders can say the input is too
+    large without reading all of it.
+    """
     import sys
 
     if str(path) == "-":
-        return load_text(sys.stdin.buffer.read(MAX_BYTES + 1), "<stdin>")
-    p = Path(path)
+        return sys.stdin.buffer.read(max_bytes + 1), "<stdin>"
     try:
-        with p.open("rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+        with Path(path).open("rb") as f:
+            return f.read(max_bytes + 1), str(path)
     except OSError as e:
         raise SpecError([Problem(str(path), 1, 1, "spec", f"cannot read the file: {e.strerror}")]) from e
-    return load_text(raw, str(path))
+
+
+def load_file(path: str | Path) -> Loaded:
+    """Read and parse ``path`` (``-`` reads standard input, reported as ``<stdin>``)."""
+    raw, file = read_input(path)
+    return load_text(raw, file)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 # torch.distributed.run is torchrun; torch.distributed.launch its deprecated predecessor.
@@ -89,3 +90,135 @@ def _script(rest: Sequence[str]) -> list[str] | None:
     if i >= len(rest):
         return None
     return ["-m", *rest[i:]] if module else list(rest[i:])
+
+
+# --------------------------------------------------------------------------- parsing a launcher's command line
+
+#: torchrun's options (torch 2.13 ``torch/distributed/run.py``), by the name argparse
+#: stores them under, with whether each takes a value. Every one also has an underscore
+#: spelling (``--nproc_per_node``); ``-m``, ``-r`` and ``-t`` are short forms.
+TORCHRUN_OPTIONS: dict[str, bool] = {
+    "nnodes": True, "nproc_per_node": True, "rdzv_backend": True, "rdzv_endpoint": True, "rdzv_id": True,
+    "rdzv_conf": True, "standalone": False, "max_restarts": True, "monitor_interval": True,
+    "start_method": True, "role": True, "event_log_handler": True, "module": False, "no_python": False,
+    "run_path": False, "log_dir": True, "redirects": True, "tee": True, "local_ranks_filter": True,
+    "duplicate_stdout_filters": True, "duplicate_stderr_filters": True, "node_rank": True,
+    "master_addr": True, "master_port": True, "local_addr": True, "virtual_local_rank": False,
+    "signals_to_handle": True, "shutdown_timeout": True, "logs_specs": True, "numa_binding": True,
+    # torch.distributed.launch (deprecated) only: pass LOCAL_RANK in the env, not as --local-rank.
+    "use_env": False,
+}  # fmt: skip
+_SHORT = {"-m": "module", "-r": "redirects", "-t": "tee"}
+
+
+class LauncherSyntaxError(ValueError):
+    """A launcher command line we cannot read; ``index`` is the word at fault."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+@dataclass(frozen=True)
+class LauncherCall:
+    """A torchrun command line, read as torchrun's own argument parser reads it (without torch).
+
+    ``options`` maps torchrun's option names (``nproc_per_node``) to their text, or to True
+    for the flags; ``where`` gives the index in the parsed words of each option, for
+    located messages. ``program`` is what every worker runs, as elastic-launch takes it
+    after ``--``: ``[python, script, args...]``, ``[python, -m, module, args...]``, or with
+    ``--no-python`` the program itself; ``program_at`` is the index of its first word
+    written by the user (the script), or None when there is none.
+    """
+
+    launcher: str
+    options: dict[str, str | bool]
+    where: dict[str, int]
+    program: tuple[str, ...]
+    program_at: int | None
+
+
+def launcher_kind(command: Sequence[str]) -> tuple[str, int] | None:
+    """Which launcher ``command`` starts with and the index of its first option, or None.
+
+    ``torchrun``; ``python -m torch.distributed.run`` (or ``.launch``), with python options
+    before ``-m``; ``elastic-launch``.
+    """
+    if not command:
+        return None
+    head = PurePosixPath(command[0]).name
+    if head in _PROGRAMS:
+        return head, 1
+    if _PYTHON.match(head):
+        for i, word in enumerate(command[1:-1], start=1):
+            if word == "-m" and command[i + 1] in _MODULES:
+                return f"{head} -m {command[i + 1]}", i + 2
+            if not word.startswith("-"):
+                return None
+    return None
+
+
+def parse_torchrun(command: Sequence[str], python: str = "python") -> LauncherCall:
+    """Read ``command`` (``torchrun ...`` or ``python -m torch.distributed.run ...``) as torchrun would.
+
+    ``python`` names the interpreter for the workers (torchrun uses its own,
+    ``sys.executable``; ``python -m`` forms keep the name written). Raises
+    :class:`LauncherSyntaxError` for an unknown option, a missing value or no script.
+    """
+    kind = launcher_kind(command)
+    if kind is None or kind[0] == "elastic-launch":
+        raise LauncherSyntaxError(0, "not a torchrun command line")
+    launcher, i = kind
+    if launcher != "torchrun":
+        python = PurePosixPath(command[0]).name
+    options: dict[str, str | bool] = {}
+    where: dict[str, int] = {}
+    while i < len(command):
+        word = command[i]
+        if word == "--":
+            i += 1
+            break
+        if not word.startswith("-") or word == "-":
+            break
+        name, has_value, value = _option(word)
+        if name is None:
+            raise LauncherSyntaxError(i, f"{word}: not a torchrun option")
+        if TORCHRUN_OPTIONS[name]:
+            if not has_value:
+                if i + 1 >= len(command):
+                    raise LauncherSyntaxError(i, f"{word} needs a value")
+                i += 1
+                value = command[i]
+            options[name] = value
+        elif has_value:
+            raise LauncherSyntaxError(i, f"{word.split('=', 1)[0]} takes no value")
+        else:
+            options[name] = True
+        # The option's own word (its value may be the next one).
+        where[name] = i - (1 if TORCHRUN_OPTIONS[name] and not has_value else 0)
+        i += 1
+    if i >= len(command):
+        raise LauncherSyntaxError(len(command) - 1, "no training script after the launcher's options")
+    rest = tuple(command[i:])
+    if options.get("no_python") and not options.get("run_path"):
+        program = rest
+    elif options.get("module"):
+        program = (python, "-m", *rest)
+    else:
+        program = (python, *rest)
+    return LauncherCall(launcher, options, where, program, i)
+
+
+def _option(word: str) -> tuple[str | None, bool, str]:
+    """``(torchrun option name, whether the word carries its value, the value)`` of one word."""
+    if word in _SHORT:
+        return _SHORT[word], False, ""
+    if word[:2] in _SHORT and not word.startswith("--") and _SHORT[word[:2]] != "module":
+        return _SHORT[word[:2]], True, word[2:]  # -r3, -t0
+    if not word.startswith("--"):
+        return None, False, ""
+    text, has_value, value = word[2:].partition("=")
+    name = text.replace("-", "_")
+    if name in TORCHRUN_OPTIONS:
+        return name, bool(has_value), value
+    return None, False, ""
