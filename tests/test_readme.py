@@ -61,3 +61,18 @@ def test_error_example_is_real_output() -> None:
         README.write_text(pattern.sub(lambda _: block, text))
         text = README.read_text()
     assert block in text, "README error example is stale: ELASTIC_COMPILE_REGEN=1 pytest tests/test_readme.py"
+
+
+def test_adopt_example_is_real_output() -> None:
+    """The README's before/after of `elastic-compile import` is what the command prints."""
+    from elastic_compile.compiler.adopt import import_stream
+
+    text = README.read_text()
+    blocks = {}
+    for marker in ("adopt-before", "adopt-after"):
+        start = text.index(f"<!-- {marker} -->\n```yaml\n") + len(f"<!-- {marker} -->\n```yaml\n")
+        blocks[marker] = text[start : text.index("```\n", start)]
+    source = ROOT / "tests" / "readme" / "handwritten-job.yaml"
+    assert blocks["adopt-before"] == source.read_text()
+    (imported,) = import_stream(source.read_bytes(), "handwritten-job.yaml")
+    assert blocks["adopt-after"] == imported.text

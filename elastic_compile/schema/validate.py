@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Sequence
@@ -129,10 +130,33 @@ def validate(loaded: Loaded) -> ElasticSpec:
     if not isinstance(loaded.data, dict):
         kind = _kind_of(loaded.root) or "a single value"
         raise SpecError([loaded.problem([], f"expected a mapping of fields at the top level, not {kind}", given=None)])
+    manifest = _manifest_problem(loaded)
+    if manifest is not None:
+        raise SpecError([manifest])
     try:
         return ElasticSpec.model_validate(loaded.data)
     except ValidationError as e:
         raise SpecError(sorted(_problems(e, loaded))) from e
+
+
+#: Kinds ``elastic-compile import`` reads (compiler/adopt.py IMPORTERS); named here so that
+#: the schema does not import the compiler.
+IMPORTABLE_KINDS = ("PyTorchJob",)
+
+
+def _manifest_problem(loaded: Loaded) -> Problem | None:
+    """One clear line for a Kubernetes manifest given where a spec goes (instead of "apiVersion: unknown field")."""
+    data = loaded.data
+    if not ("apiVersion" in data and "kind" in data) or "name" in data:
+        return None
+    kind = data.get("kind")
+    shown = kind if isinstance(kind, str) and kind.isprintable() and len(kind) <= 63 else "Kubernetes"
+    if kind in IMPORTABLE_KINDS:
+        file = loaded.file if loaded.file != "<stdin>" else "-"
+        message = f"a {shown} manifest, not an elastic.yaml spec; write one from it with: elastic-compile import {file}"
+    else:
+        message = f"a {shown} manifest, not an elastic.yaml spec (which has name, image and command)"
+    return dataclasses.replace(loaded.problem(["apiVersion"], message, at_key=True), given=None)
 
 
 def _problems(error: ValidationError, loaded: Loaded) -> list[Problem]:

@@ -44,6 +44,8 @@ def pytorchjob_to_spec(loaded: Loaded) -> Draft:
 
     draft = Draft()
     job = schema_problems(draft, loaded.data, SCHEMA_FILE, API_VERSION, KIND)
+    if draft.errors:
+        return draft  # the mapping below reads only data of the right shape
     adopt_metadata(draft, job)
     name = str(as_mapping(job.get("metadata")).get("name") or "")
     spec = as_mapping(job.get("spec"))
@@ -239,7 +241,7 @@ def _injected(draft: Draft, spec: Mapping[str, Any], elastic: Mapping[str, Any] 
     if host is not None and host != f"{name}-worker-0":
         draft.set(("rdzv", "host"), host, (*path, "rdzvHost"))
     port = elastic.get("rdzvPort")
-    if port is not None and (port != contract.OPERATOR_DEFAULT_PORT or (backend or "c10d") != "c10d"):
+    if port is not None:
         draft.set(("rdzv", "port"), port, (*path, "rdzvPort"))
     if elastic.get("metrics") is not None:
         draft.warn(

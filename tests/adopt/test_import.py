@@ -1,0 +1,405 @@
+"""``elastic-compile import``: hand-written jobs and torchrun command lines as elastic.yaml.
+
+The round trip is the main property: for every golden, compile -> import -> compile gives
+the same bytes, and importing our own output reports nothing (it changed nothing). Then
+hand-written layouts (Master + Worker, Worker-only, elastic or not), launchers in every
+form we unwrap, and hostile manifests: every one either imports into a spec that
+compiles, or fails with located lines and exit 2.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from elastic_compile.compiler.adopt import import_stream, import_torchrun
+from elastic_compile.compiler.cli import main
+from elastic_compile.compiler.output import stream_text
+from elastic_compile.compiler.pipeline import compile_path, compile_text
+from elastic_compile.core.emit import to_yaml
+from elastic_compile.core.errors import SpecError
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "elastic.yaml").is_file())
+LINE = re.compile(r"^[^:]+:\d+:\d+: \S+: (note|warning|cannot import): .+")
+
+
+def _spec(text: str) -> dict[str, Any]:
+    data = yaml.safe_load(text)
+    assert isinstance(data, dict)
+    return data
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, list[str]]:
+    code = main(["import", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err.splitlines()
+
+
+# --------------------------------------------------------------------------- round trip
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden_round_trip(case: str) -> None:
+    first = stream_text([compile_path(GOLDEN / case / "elastic.yaml")], "yaml")
+    (imported,) = import_stream(first, "job.yaml")
+    second = stream_text([compile_text(imported.text, "imported.yaml")], "yaml")
+    assert second == first
+    # Our own output changed nothing, so there is nothing to say about it.
+    assert [str(n) for n in imported.notes] == []
+
+
+def test_imported_spec_is_clean() -> None:
+    """Only what differs from the defaults is written (the minimal golden gives back its three fields)."""
+    first = stream_text([compile_path(GOLDEN / "minimal" / "elastic.yaml")], "yaml")
+    (imported,) = import_stream(first, "job.yaml")
+    assert _spec(imported.text) == {
+        "name": "minimal",
+        "image": "ghcr.io/example/trainer:1.0",
+        "command": ["python", "train.py"],
+    }
+
+
+_names = st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True)
+_values = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12)
+
+
+@st.composite
+def _specs(draw: st.DrawFn) -> dict[str, Any]:
+    lo = draw(st.integers(1, 4))
+    hi = draw(st.integers(lo, 6))
+    spec: dict[str, Any] = {"name": draw(_names), "image": f"reg.example/{draw(_names)}:1", "nnodes": f"{lo}:{hi}"}
+    if draw(st.booleans()):
+        spec["command"] = ["python", "train.py", *draw(st.lists(_values, max_size=3))]
+    else:
+        spec["function"] = {"target": "pkg.mod:fn", "args": draw(st.lists(_values, max_size=2))}
+    gpus = draw(st.sampled_from([0, 1, 8]))
+    if gpus:
+        spec["resources"] = {"requests": {"gpu": gpus}, "limits": {"memory": "64Gi"}}
+    spec["nproc_per_node"] = gpus or draw(st.sampled_from([1, 2, "auto", "cpu"]))
+    spec["shared_memory"] = draw(st.sampled_from([True, False, "8Gi"]))
+    if spec["shared_memory"] == "8Gi" and gpus:
+        spec["resources"]["limits"]["memory"] = "64Gi"
+    spec["max_restarts"] = draw(st.integers(0, 5))
+    spec["restart_policy"] = draw(st.sampled_from(["ExitCode", "OnFailure", "Never"]))
+    spec["istio_sidecar"] = draw(st.booleans())
+    spec["rdzv"] = {
+        "join_timeout": draw(st.sampled_from([300, 900, 1200])),
+        "read_timeout": draw(st.sampled_from([60, 900])),
+        "conf": draw(st.sampled_from([{}, {"keep_alive_interval": "10"}])),
+    }
+    if draw(st.booleans()):
+        spec["rdzv"]["port"] = draw(st.sampled_from([23456, 29400]))
+    env = draw(st.dictionaries(st.from_regex(r"[A-Z][A-Z0-9_]{0,6}", fullmatch=True), _values, max_size=3))
+    spec["env"] = {k: v for k, v in env.items() if not k.startswith(("PET_", "ELASTIC_LAUNCH_")) and k not in (
+        "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "PYTHONUNBUFFERED")}  # fmt: skip
+    spec["run_policy"] = {"clean_pod_policy": draw(st.sampled_from(["All", "Running", "None"]))}
+    if draw(st.booleans()):
+        spec["pod_template"] = {
+            "spec": {
+                "nodeSelector": {"pool": draw(_names)},
+                "containers": [{"name": "pytorch", "imagePullPolicy": "Always"}],
+            }
+        }
+    return spec
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_specs())
+def test_generated_specs_round_trip(spec: dict[str, Any]) -> None:
+    first = stream_text([compile_text(to_yaml([spec]), "spec.yaml")], "yaml")
+    (imported,) = import_stream(first, "job.yaml")
+    assert stream_text([compile_text(imported.text, "imported.yaml")], "yaml") == first
+
+
+# --------------------------------------------------------------------------- hand-written jobs
+
+MASTER_WORKER = """\
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: resnet
+  namespace: vision
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: ghcr.io/example/resnet:2.1
+              command: [python, -m, torch.distributed.run, --nproc_per_node=2, train.py, --epochs, "90"]
+              resources:
+                limits: {nvidia.com/gpu: 2, memory: 64Gi}
+    Worker:
+      replicas: 3
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: ghcr.io/example/resnet:2.1
+              command: [python, -m, torch.distributed.run, --nproc_per_node=2, train.py, --epochs, "90"]
+              resources:
+                limits: {nvidia.com/gpu: 2, memory: 64Gi}
+"""
+
+
+def test_master_worker_folds_the_master(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(MASTER_WORKER)
+    code, out, err = _run(capsys, str(job))
+    assert code == 0
+    assert _spec(out) == {
+        "name": "resnet",
+        "namespace": "vision",
+        "image": "ghcr.io/example/resnet:2.1",
+        "command": ["python", "train.py", "--epochs", "90"],
+        "nnodes": 4,
+        "resources": {"limits": {"gpu": 2, "memory": "64Gi"}},
+        "restart_policy": "OnFailure",
+    }
+    assert all(LINE.match(line) for line in err), err
+    text = "\n".join(err)
+    assert f"{job}:9:7: spec.pytorchReplicaSpecs.Master: note: Master folded into Workers" in text
+    assert "python -m torch.distributed.run unwrapped" in text
+    assert "max_restarts 3 now (the default): the job had 0" in text
+    assert "memory-backed /dev/shm now" in text
+    # The comments in the spec say the same, above the values they explain.
+    assert "# Master folded into Workers" in out.split("nnodes:")[0]
+    assert compile_text(out, "spec.yaml").spec.nnodes.max == 4
+
+
+def _job(**changes: Any) -> str:
+    doc = yaml.safe_load(MASTER_WORKER)
+    del doc["spec"]["pytorchReplicaSpecs"]["Master"]
+    for path, value in changes.items():
+        node = doc
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {}) if not part.isdigit() else node[int(part)]
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return to_yaml([doc])
+
+
+_WORKER = "spec.pytorchReplicaSpecs.Worker"
+_CONTAINER = f"{_WORKER}.template.spec.containers.0"
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected", "said"),
+    [
+        pytest.param({}, {"nnodes": 3}, "3 Workers without a Master or elasticPolicy", id="worker-only-static"),
+        pytest.param(
+            {"spec.elasticPolicy": {"minReplicas": 1, "maxReplicas": 3, "maxRestarts": 5}},
+            {"nnodes": "1:3", "max_restarts": 5},
+            "",
+            id="elastic",
+        ),
+        pytest.param(
+            {
+                "spec.elasticPolicy": {
+                    "rdzvBackend": "c10d",
+                    "rdzvConf": [
+                        {"key": "join_timeout", "value": "1200"},
+                        {"key": "keep_alive_interval", "value": "10"},
+                    ],
+                    "standalone": True,
+                }
+            },
+            {"nnodes": 3, "rdzv": {"join_timeout": 1200, "conf": {"keep_alive_interval": "10"}}},
+            "standalone dropped",
+            id="rdzv-conf",
+        ),
+        pytest.param(
+            {f"{_CONTAINER}.command": ["python", "train.py"], "spec.elasticPolicy": {"maxReplicas": 2}},
+            {"nnodes": 2, "command": ["python", "train.py"], "nproc_per_node": 1},
+            "runs under elastic-launch now",
+            id="no-launcher",
+        ),
+        pytest.param(
+            {
+                f"{_CONTAINER}.command": ["bash", "-c"],
+                f"{_CONTAINER}.args": [
+                    "cd /src && export NCCL_DEBUG=INFO && torchrun --nnodes=$(PET_NNODES) --nproc_per_node=$NPROC train.py"  # noqa: E501
+                ],
+                "spec.elasticPolicy": {"maxReplicas": 3},
+            },
+            {
+                "command": ["python", "train.py"],
+                "env": {"NCCL_DEBUG": "INFO"},
+                "pod_template": {"spec": {"containers": [{"name": "pytorch", "workingDir": "/src"}]}},
+            },
+            "the bash script unwrapped",
+            id="shell-script",
+        ),
+        pytest.param(
+            {f"{_CONTAINER}.env": [{"name": "PET_NNODES", "value": "3"}, {"name": "HF_HOME", "value": "/data"}]},
+            {"env": {"HF_HOME": "/data"}},
+            "warning: PET_NNODES dropped",
+            id="operator-env",
+        ),
+        pytest.param(
+            {
+                f"{_WORKER}.template.spec.volumes": [
+                    {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}
+                ],
+                f"{_CONTAINER}.volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
+            },
+            {"shared_memory": "8Gi"},
+            "the /dev/shm volume shm becomes shared_memory",
+            id="own-shm",
+        ),
+        pytest.param(
+            {"spec.elasticPolicy": {"maxReplicas": 3, "metrics": []}, "spec.runPolicy": {"managedByX": 1}},
+            {"nnodes": 3},
+            "",
+            id="unknown-field",
+        ),
+    ],
+)
+def test_hand_written_layouts(changes: dict[str, Any], expected: dict[str, Any], said: str) -> None:
+    (imported,) = import_stream(_job(**changes), "job.yaml")
+    spec = _spec(imported.text)
+    for key, value in expected.items():
+        assert spec.get(key) == value, (key, imported.text)
+    notes = "\n".join(map(str, imported.notes))
+    assert said in notes
+    compile_text(imported.text, "spec.yaml")  # what import writes, compiles
+
+
+def test_unknown_fields_and_metrics_are_warnings() -> None:
+    (imported,) = import_stream(
+        _job(
+            **{
+                "spec.elasticPolicy": {"maxReplicas": 3, "metrics": []},
+                "spec.runPolicy": {"cleanPodPolicy": "All", "bogus": 1},
+            }
+        ),
+        "job.yaml",
+    )
+    notes = [str(n) for n in imported.notes]
+    assert any("spec.runPolicy.bogus: warning: unknown field" in n for n in notes), notes
+    assert any("spec.elasticPolicy.metrics: warning: cannot carry elasticPolicy.metrics" in n for n in notes), notes
+
+
+def test_several_documents(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    other = _job().replace("name: resnet", "name: second")
+    stream = tmp_path / "all.yaml"
+    stream.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\n" + _job() + "---\n" + other)
+    code, out, err = _run(capsys, str(stream))
+    assert code == 0
+    docs = list(yaml.safe_load_all(out))
+    assert [d["name"] for d in docs] == ["resnet", "second"]
+    assert f"{stream}:1:1: spec: note: skipped (kind Service)" in "\n".join(err)
+
+
+# --------------------------------------------------------------------------- torchrun
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["torchrun", "--nnodes=1:4", "--nproc-per-node=8", "train.py"], {"nnodes": "1:4", "nproc_per_node": 8}),
+        (["torchrun", "--nproc_per_node", "2", "-m", "pkg.train", "--x"], {"command": ["python", "-m", "pkg.train", "--x"]}),  # noqa: E501
+        (["torchrun", "--no-python", "./run.sh", "a"], {"command": ["./run.sh", "a"]}),
+        (["python3", "-m", "torch.distributed.run", "--standalone", "t.py"], {"command": ["python3", "t.py"]}),
+        (["torchrun", "--rdzv-backend=etcd-v2", "--rdzv-endpoint=etcd:2379", "--nnodes=2", "t.py"],
+         {"rdzv": {"backend": "etcd-v2", "host": "etcd", "port": 2379}, "nnodes": 2}),
+        (["torchrun", "--rdzv_conf=read_timeout=120,join_timeout=900", "--max_restarts=3", "--monitor-interval=5", "t.py"],  # noqa: E501
+         {"rdzv": {"read_timeout": 120}}),
+        (["torchrun", "--rdzv-id=none", "--rdzv-endpoint=localhost:29400", "--nnodes=2", "t.py"], {"nnodes": 2}),
+    ],
+)  # fmt: skip
+def test_torchrun_command_lines(argv: list[str], expected: dict[str, Any]) -> None:
+    imported = import_torchrun(argv, image="reg.example/t:1")
+    spec = _spec(imported.text)
+    for key, value in expected.items():
+        assert spec.get(key) == value, (key, imported.text)
+    assert "max_restarts" not in spec or "--max_restarts=3" not in argv  # 3 is the default: left out
+
+
+def test_torchrun_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "--torchrun", "--image", "reg.example/t:1", "--name", "bert", "--",
+                          "torchrun", "--nnodes=2", "--log-dir=/logs", "train.py")  # fmt: skip
+    assert code == 0
+    assert _spec(out)["name"] == "bert"
+    assert "<torchrun>:1:21: argv[2]: warning: cannot carry the log directory" in "\n".join(err), err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["torchrun", "--bogus", "t.py"], "<torchrun>:1:10: argv[1]: cannot import: --bogus: not a torchrun option"),
+        (["torchrun", "--nnodes=2"], "cannot import: no training script after the launcher's options"),
+        (["python", "train.py"], "cannot import: not a torchrun command line"),
+        (["torchrun", "--no-python", "torchrun", "t.py"], "cannot import: torchrun runs another launcher"),
+        (["bash", "-c", "pip install x | tee log && torchrun t.py"], "a shell script the import cannot unwrap"),
+    ],
+)
+def test_torchrun_errors(argv: list[str], message: str) -> None:
+    with pytest.raises(SpecError) as e:
+        import_torchrun(argv, image="reg.example/t:1")
+    assert any(message in str(p) for p in e.value.problems), e.value.problems
+
+
+def test_torchrun_needs_an_image(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "--torchrun", "--", "torchrun", "t.py")
+    assert (code, out) == (2, "")
+    assert "give --image IMAGE" in err[-1]
+
+
+# --------------------------------------------------------------------------- hostile manifests
+
+
+@pytest.mark.parametrize(
+    ("text", "located"),
+    [
+        (_job(**{f"{_WORKER}.replicas": "3"}), "job.yaml:9:17: spec.pytorchReplicaSpecs.Worker.replicas: cannot import: expected"),  # noqa: E501
+        (_job(**{f"{_WORKER}.template.spec.containers": {"name": "pytorch"}}), "containers: cannot import: expected a list"),  # noqa: E501
+        (_job(**{"spec.pytorchReplicaSpecs": ["Worker"]}), "spec.pytorchReplicaSpecs: cannot import: expected"),
+        (_job(**{f"{_CONTAINER}.image": "has space"}), "cannot import: image: not an image reference"),
+        (_job(**{f"{_CONTAINER}.env": [{"name": "N", "value": 1}]}), "env[0].value: cannot import: expected a string"),
+        (_job(**{f"{_CONTAINER}.command": None}), "cannot import: the container has no command"),
+        ("a: &a [1, 2]\nb: [*a, *a, *a]\n" * 1, "nothing to import"),
+        ("[" * 200 + "]" * 200, "nesting deeper than"),
+        ("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: x}\nspec: {x: !!python/object:os.system 1}\n", "tags"),  # noqa: E501
+    ],
+)  # fmt: skip
+def test_hostile_manifests(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, located: str) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(text)
+    code, out, err = _run(capsys, str(job))
+    assert (code, out) == (2, ""), err
+    assert err and all(re.match(r"^[^:]+:\d+:\d+: ", line) for line in err), err
+    assert located.replace("job.yaml", str(job)) in "\n".join(err) or located in "\n".join(err), err
+
+
+def test_large_manifest_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_bytes(b"# " + b"x" * (2 * 1024 * 1024) + b"\n")
+    code, _, err = _run(capsys, str(job))
+    assert code == 2
+    assert "larger than" in err[0]
+
+
+def test_compile_suggests_import(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(MASTER_WORKER)
+    assert main([str(job)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"{job}:1:1: apiVersion: a PyTorchJob manifest, not an elastic.yaml spec; write one from it with: "
+        f"elastic-compile import {job}"
+    ]
