@@ -26,7 +26,12 @@ from elastic_compile.core.emit import to_yaml
 from elastic_compile.core.errors import SpecError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "elastic.yaml").is_file())
+# The goldens whose spec compiles to a PyTorchJob (the others name another target).
+CASES = sorted(
+    p.name
+    for p in GOLDEN.iterdir()
+    if (p / "elastic.yaml").is_file() and "target:" not in (p / "elastic.yaml").read_text()
+)
 LINE = re.compile(r"^[^:]+:\d+:\d+: \S+: (note|warning|cannot import): .+")
 
 
