@@ -197,7 +197,7 @@ _TRAINER_HEADER = f"""\
 # sortOptions fifo keeps our TrainingRuntime before the TrainJob that references it (kustomize
 # would sort TrainJob first, and Trainer refuses a TrainJob whose runtime does not exist yet;
 # set it in your overlays too). {CONFIG_FILE} makes runtimeRef.name follow the runtime's
-# name through namePrefix and nameSuffix.
+# name through namePrefix and nameSuffix, and an overlay's images: reach spec.trainer.image.
 """
 
 
@@ -226,15 +226,23 @@ def kustomization_text(resources: Sequence[str], *, trainer: bool = False) -> st
 
 
 def config_text() -> str:
-    """``kustomizeconfig.yaml``: runtimeRef.name of a TrainJob names a (Cluster)TrainingRuntime."""
+    """``kustomizeconfig.yaml``: what kustomize cannot know about a TrainJob.
+
+    runtimeRef.name names a (Cluster)TrainingRuntime, and spec.trainer.image is an image:
+    kustomize's images transformer looks only in ``containers`` and ``initContainers``
+    lists, and Trainer gives container ``node`` the trainer's image, so without this an
+    overlay's ``images:`` pin would change only our runtime's placeholder, not the job.
+    """
+    group = "trainer.kubeflow.org"
     config = {
         "nameReference": [
             {
                 "kind": kind,
-                "group": "trainer.kubeflow.org",
-                "fieldSpecs": [{"kind": "TrainJob", "group": "trainer.kubeflow.org", "path": "spec/runtimeRef/name"}],
+                "group": group,
+                "fieldSpecs": [{"kind": "TrainJob", "group": group, "path": "spec/runtimeRef/name"}],
             }
             for kind in ("TrainingRuntime", "ClusterTrainingRuntime")
-        ]
+        ],
+        "images": [{"kind": "TrainJob", "group": group, "path": "spec/trainer/image"}],
     }
     return to_yaml([config])

@@ -211,3 +211,20 @@ def test_without_fifo_kustomize_puts_the_trainjob_first(base: Path, kustomize_bu
     """Why the base sets sortOptions and overlays should too: kustomize's legacy order sorts TrainJob first."""
     docs = kustomize_build(_overlay(tmp_path / "ov", base, sortOptions={"order": "legacy"}))
     assert [d["kind"] for d in docs] == ["TrainJob", "TrainingRuntime"]
+
+
+def test_images_pins_the_trainer_image(base: Path, kustomize_build: Build, tmp_path: Path) -> None:
+    """An overlay's ``images:`` reaches spec.trainer.image, the image the node container runs.
+
+    Trainer sets container ``node``'s image from ``trainer.image``, so a pin that only
+    reached our runtime's containers (kustomize's default image paths) would leave the
+    job on the old image without a word.
+    """
+    job = yaml.safe_load((base / "trainjob.yaml").read_text(encoding="utf-8"))
+    name = job["spec"]["trainer"]["image"].rsplit(":", 1)[0]
+    overlay = _overlay(tmp_path / "ov", base, images=[{"name": name, "newTag": "pinned"}])
+    runtime, built = kustomize_build(overlay)
+    assert built["spec"]["trainer"]["image"] == f"{name}:pinned"
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert [c["image"] for c in pod["containers"]] == [f"{name}:pinned"]
+    _accepted([runtime, built])
