@@ -32,6 +32,7 @@ from elastic_compile import contract_values as cv
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.errors import SpecError
 from elastic_compile.entrypoint import UsageError, resolve_settings
+from elastic_compile.localrun import trainer
 from elastic_compile.localrun.kubeflow import pods
 
 EXAMPLES = int(os.environ.get("ELASTIC_LAUNCH_PROPERTY_EXAMPLES", "300"))
@@ -151,6 +152,26 @@ def launcher_view(spec: dict[str, Any]) -> list[tuple[str, tuple[str, ...], dict
     return [(p.name, p.argv, p.env) for p in pods(job, local=False)]
 
 
+def for_trainjob(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` without what -t trainjob always refuses (an elastic range; a backend, host or port)."""
+    out = {**spec, "target": "trainjob", "nnodes": int(str(spec["nnodes"]).rsplit(":", 1)[-1])}
+    rdzv = {k: v for k, v in spec.get("rdzv", {}).items() if k not in ("backend", "host", "port")}
+    if "conf" in rdzv:  # keys of the c10d rendezvous that elastic-launch runs at node 0
+        rdzv["conf"] = {k: v for k, v in rdzv["conf"].items() if k in cv.BACKEND_KEYS["c10d"] or k == "is_hots"}
+    out["rdzv"] = rdzv
+    return out
+
+
+def trainjob_view(spec: dict[str, Any]) -> list[tuple[str, tuple[str, ...], dict[str, str]]] | None:
+    """The same for ``-t trainjob``: each pod as Trainer and JobSet create it (``localrun.trainer.pods``)."""
+    try:
+        compiled = compile_text(json.dumps(spec), "spec.yaml")
+    except SpecError:
+        return None
+    docs = {o.doc["kind"]: o.doc for o in compiled.outputs}
+    return [(p.name, p.argv, p.env) for p in trainer.pods(docs["TrainJob"], docs.get("TrainingRuntime"), local=False)]
+
+
 @pytest.fixture(scope="module", autouse=True)
 def tally() -> Iterator[None]:
     yield
@@ -177,6 +198,22 @@ def test_every_compiled_pod_passes_the_launcher(spec: dict[str, Any]) -> None:
             TALLY["refused"] += 1
             pytest.fail(f"the compiler accepted {spec!r} but elastic-launch refuses pod {name}: {e}")
         TALLY["pods"] += 1
+        assert settings_.dry_run
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=specs().map(for_trainjob))
+def test_every_compiled_trainjob_pod_passes_the_launcher(spec: dict[str, Any]) -> None:
+    """The same property for a TrainJob: the five PET_* variables, ``--rdzv-at-master``, node 0 hosting."""
+    view = trainjob_view(spec)
+    if view is None:
+        return
+    for name, argv, env in view:
+        assert argv[0] == c.LAUNCHER
+        try:
+            settings_ = resolve_settings([c.OPT_DRY_RUN, *argv[1:]], env)
+        except UsageError as e:
+            pytest.fail(f"the compiler accepted {spec!r} for -t trainjob but elastic-launch refuses pod {name}: {e}")
         assert settings_.dry_run
 
 

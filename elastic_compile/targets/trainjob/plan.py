@@ -164,6 +164,12 @@ def trainjob_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
             ("rdzv", "port"),
             f"Trainer v2 fixes the rendezvous port at {api.MASTER_PORT} (PET_MASTER_PORT); remove it",
         ))  # fmt: skip
+    if "is_host" in rdzv.conf:
+        problems.append((
+            ("rdzv", "conf", "is_host"),
+            "Trainer v2 gives node rank 0 the store (elastic-launch --rdzv-at-master decides is_host from "
+            "PET_NODE_RANK and refuses it here in every pod); remove it",
+        ))  # fmt: skip
     if "restart_policy" in set_fields and spec.restart_policy in ("ExitCode", "Always"):
         problems.append((
             ("restart_policy",),
