@@ -108,17 +108,28 @@ def parse_args(argv: Sequence[str]) -> Options:
     p = _Parser(
         prog=PROG,
         description="Run a job on this machine, one process per pod, with the command and environment the "
-        "Kubeflow training operator would give each pod, restarted and finished by the operator's rules.",
+        "Kubeflow training operator (PyTorchJob) or Trainer v2 and JobSet (TrainJob) would give each pod, "
+        "restarted and finished by their rules.",
         epilog="Exit code: 0 the job succeeded; the failing pod's exit code (or 1) when it failed; 2 bad "
         "input; 124 --timeout or activeDeadlineSeconds; 130 Ctrl-C. See docs/run.md.",
     )
-    p.add_argument("source", metavar="SPEC_OR_MANIFEST", help="elastic.yaml, or a compiled PyTorchJob; - for stdin")
-    p.add_argument("--nodes", type=_positive_int, metavar="N", help="Worker pods (within elasticPolicy min..max)")
+    p.add_argument(
+        "source",
+        metavar="SPEC_OR_MANIFEST",
+        help="elastic.yaml, or a compiled PyTorchJob or TrainJob (with our TrainingRuntime); - for stdin",
+    )
+    p.add_argument(
+        "--nodes",
+        type=_positive_int,
+        metavar="N",
+        help="pods: a PyTorchJob's Worker replicas (within elasticPolicy min..max), a TrainJob's numNodes",
+    )
     p.add_argument(
         "--nproc-per-node",
         type=_positive_int,
         metavar="N",
-        help="workers per pod: sets the manifest's nprocPerNode, which the operator injects as PET_NPROC_PER_NODE",
+        help="workers per pod: sets the manifest's nprocPerNode (a TrainJob's numProcPerNode), which the "
+        "operator (Trainer) injects as PET_NPROC_PER_NODE",
     )
     p.add_argument(
         "--kill",

@@ -160,3 +160,14 @@ def test_worker_failure_restarts_in_place_and_the_job_succeeds(tmp_path: Path, m
     # In place: the agents restarted their workers; no pod restarted or was replaced.
     assert "restarts in place in" not in result.err and "started again" not in result.err, result.report
     assert re.search(r"job flaky Succeeded after .* 0 restart\(s\); exit 0$", result.summary), result.report
+
+
+def test_help_names_the_trainjob(capsys: pytest.CaptureFixture[str]) -> None:
+    """``run --help`` says what run takes and what --nodes and --nproc-per-node set for a TrainJob."""
+    from elastic_compile.localrun.cli import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "compiled PyTorchJob or TrainJob" in text
+    assert "a TrainJob's numNodes" in text and "a TrainJob's numProcPerNode" in text
