@@ -7,6 +7,7 @@ the environment have been validated (:mod:`elastic_compile.entrypoint.settings`)
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -36,6 +37,27 @@ from elastic_compile.entrypoint.worker import call_function
 
 # The signals torch's PContext turns into SignalException (LaunchConfig's default).
 SIGNALS_TO_HANDLE = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+
+
+# The LaunchConfig fields elastic-launch sets that older torch releases lack, and the release
+# that added each (docs/install.md). Without them every launch died on a TypeError inside the
+# agent: exit 203, retryable, so the operator's ExitCode policy recreated the pods forever.
+NEWER_LAUNCH_CONFIG_FIELDS = (("signals_to_handle", "2.11"), ("shutdown_timeout", "2.12"))
+OLDEST_TORCH = "2.12"
+
+
+def torch_too_old() -> str | None:
+    """Why this torch cannot run elastic-launch (a LaunchConfig field it sets is missing), or None."""
+    fields = {f.name for f in dataclasses.fields(LaunchConfig)}
+    missing = [f"{name} (torch {since})" for name, since in NEWER_LAUNCH_CONFIG_FIELDS if name not in fields]
+    if not missing:
+        return None
+    import torch
+
+    return (
+        f"torch {torch.__version__} is too old: its LaunchConfig has no {', '.join(missing)}; "
+        f"elastic-launch needs torch {OLDEST_TORCH} or newer in the image"
+    )
 
 
 def apply_environment(settings: LaunchSettings, nproc: int, environ: MutableMapping[str, str]) -> list[str]:
@@ -268,6 +290,11 @@ def run_launch(settings: LaunchSettings) -> int:
     Must run on the main thread: torch installs signal handlers there, and without them
     a SIGTERM orphans the workers (torch-elastic.md §10).
     """
+    too_old = torch_too_old()
+    if too_old is not None:  # permanent: a retry runs the same image
+        outcome = Outcome(c.EXIT_USAGE, f"error: {too_old}")
+        emit(outcome, settings)
+        return outcome.exit_code
     install_signal_handlers()
     subreaper = reaper.become_subreaper()
     try:

@@ -98,6 +98,36 @@ def test_missing_torch_gives_an_install_hint() -> None:
     )
 
 
+# torch 2.11's LaunchConfig: every field of this torch's but shutdown_timeout (pytorch#172596, 2.12).
+OLD_TORCH = """
+import dataclasses, sys
+from torch.distributed.launcher import api
+kept = [(f.name, f.type, f) for f in dataclasses.fields(api.LaunchConfig) if f.name != "shutdown_timeout"]
+api.LaunchConfig = dataclasses.make_dataclass("LaunchConfig", kept)
+from elastic_compile.entrypoint.cli import main
+sys.exit(main(["--termination-log", sys.argv[1], "--", "true"]))
+"""
+
+
+def test_torch_older_than_2_12_is_a_permanent_error(tmp_path: Path) -> None:
+    """An image with an older torch fails with exit 2 and one line, not 203 (retryable: recreated forever)."""
+    term = tmp_path / "termination-log"
+    done = subprocess.run(
+        [sys.executable, "-c", OLD_TORCH, str(term)],
+        cwd=REPO,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == c.EXIT_USAGE, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("elastic-launch: error: torch ") and "LaunchConfig has no shutdown_timeout" in line
+    assert "torch 2.12 or newer" in line
+    assert term.read_text() == line
+
+
 def test_help_lists_every_contract_option() -> None:
     # The compiler writes these names; the parser must define every one of them.
     done = launch("--help")
