@@ -10,7 +10,7 @@ import pytest
 
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.errors import SpecError
-from elastic_compile.core.loader import MAX_BYTES, load_text
+from elastic_compile.core.loader import MAX_BYTES, MAX_EXPANDED_CHARS, load_text
 
 BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
 
@@ -100,10 +100,19 @@ LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
 )
 
 
+# One 50,000-character string aliased 19,000 times: 126 KB on disk, under the 20,000-value
+# cap, ~950 million characters once expanded (issue 18: minutes and gigabytes before).
+AMPLIFIED = "b: &b " + "x" * 50_000 + "\nx: [" + ", ".join(["*b"] * 19_000) + "]\n"
+# Aliases of a mapping and of a list count their whole contents again, keys included.
+AMPLIFIED_MAP = "m: &m\n  ? " + "k" * 40_000 + "\n  : v\nx: [" + ", ".join(["*m"] * 300) + "]\n"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("x: " + "a" * (MAX_BYTES + 1), "larger than 1048576 bytes"),
+        (AMPLIFIED, "expands to more than 8388608 characters"),
+        (AMPLIFIED_MAP, "expands to more than 8388608 characters"),
         (LAUGHS, "expands to more than 20000 values"),
         ("[" * 10_000 + "]" * 10_000, "nesting deeper than 64 levels"),
         ("a:\n" + "".join("  " * i + "- \n" for i in range(1, 200)), "nesting deeper than 64 levels"),
@@ -111,7 +120,17 @@ LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
         ("x: !custom 1", "YAML tags other than the standard ones"),
         ("x: &a [1, *a]", "a recursive alias"),
     ],
-    ids=["over-1MiB", "billion-laughs", "deep-flow", "deep-block", "python-tag", "custom-tag", "recursive-alias"],
+    ids=[
+        "over-1MiB",
+        "amplified-alias",
+        "amplified-map-keys",
+        "billion-laughs",
+        "deep-flow",
+        "deep-block",
+        "python-tag",
+        "custom-tag",
+        "recursive-alias",
+    ],
 )
 def test_hostile_documents_are_rejected_fast_and_small(text: str, message: str) -> None:
     problems, calls, grown_kib = _counted_rss(text)
@@ -133,3 +152,18 @@ def test_merge_keys_and_anchors_work() -> None:
     assert _problems(text)  # unknown field, but it loaded
     spec = compile_text(BASE + "env: {<<: {A: '1'}, B: '2'}\n", "s").spec
     assert spec.env == {"B": "2", "A": "1"}
+
+
+def test_expanded_characters_are_bounded_exactly() -> None:
+    """MAX_EXPANDED_CHARS is the bound: a document expanding to it loads, one character more does not."""
+    # "k: [*b, *b, ...]": the keys "b", "k" and the string itself, then each alias again.
+    anchor = 100_000
+    aliases = (MAX_EXPANDED_CHARS - 2 - anchor) // anchor
+    exact = MAX_EXPANDED_CHARS - 2 - anchor * (aliases + 1)
+    fits = "b: &b " + "x" * anchor + "\nk: [" + ", ".join(["*b"] * aliases) + ", " + "y" * exact + "]\n"
+    assert len(fits) < MAX_BYTES
+    assert len(load_text(fits, "s.yaml").data["k"]) == aliases + 1
+    problems, calls, _ = _counted_rss(fits.replace("y" * exact, "y" * (exact + 1)))
+    message = "yaml: the document expands to more than 8388608 characters (an alias bomb?)"
+    assert problems == [f"s.yaml:2:{aliases * 4 + 5}: {message}"]
+    assert calls < 1_000_000

@@ -164,6 +164,7 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
             max_bytes=_OUTPUT_MAX_BYTES,
             max_depth=_OUTPUT_MAX_DEPTH,
             max_values=_OUTPUT_MAX_VALUES,
+            max_chars=_OUTPUT_MAX_BYTES,  # JSON has no aliases: never more characters than bytes
             trusted=builtin,
         )
     except SpecError as e:

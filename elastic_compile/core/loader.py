@@ -12,7 +12,8 @@ YAML 1.2 core-schema resolver and construct values from it:
   field rejects it with a hint to write the value the user meant;
 * duplicate keys, tags other than the standard scalar and collection tags (so no
   ``!!python/object``), documents over 1 MiB, nesting deeper than 64 levels and alias
-  expansions beyond 100,000 values are located errors, never crashes or hangs.
+  expansions beyond 20,000 values or 8 MiB of characters are located errors, never
+  crashes or hangs.
 
 The loaded value keeps its node tree so that later stages can point at the exact line
 and column of any field path.
@@ -31,6 +32,7 @@ from typing import Any, TypeVar
 import yaml
 import yaml.reader
 from yaml.composer import Composer
+from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.parser import Parser
 from yaml.reader import Reader
@@ -43,6 +45,11 @@ from elastic_compile.core.scalars import SourceFloat, SourceInt
 MAX_BYTES = 1024 * 1024  # a spec is tens of lines; anything near this is an accident or an attack
 MAX_DEPTH = 64  # a pod template with affinity terms nests about 12 levels
 MAX_VALUES = 20_000  # bounds the nodes parsed and the values built (alias expansion, "billion laughs")
+# Bounds the characters of the values built (keys and scalars, each alias counted again).
+# Without aliases a document of MAX_BYTES holds at most MAX_BYTES characters; an alias
+# repeats its anchor's text for free, so 19,000 aliases of one 50 KB string would stay
+# under MAX_VALUES yet expand to ~950 million characters for later stages to copy.
+MAX_EXPANDED_CHARS = 8 * 1024 * 1024
 
 _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
@@ -97,10 +104,20 @@ class _LoadLimit(Exception):
         self.mark = getattr(node_or_mark, "start_mark", node_or_mark)
 
 
+def _too_many_values(limit: int) -> str:
+    return f"the document expands to more than {limit} values (an alias bomb?)"
+
+
+def _too_many_chars(limit: int) -> str:
+    return f"the document expands to more than {limit} characters (an alias bomb?)"
+
+
 class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
     """PyYAML's pure-Python composer with a nesting limit (its recursion has none)."""
 
-    def __init__(self, stream: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_VALUES) -> None:
+    def __init__(
+        self, stream: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_VALUES, max_chars: int = MAX_EXPANDED_CHARS
+    ) -> None:
         Reader.__init__(self, stream)
         Scanner.__init__(self)
         Parser.__init__(self)
@@ -110,6 +127,12 @@ class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
         self._max_depth = max_depth
         self._nodes = 0
         self._max_nodes = max_nodes
+        # The expanded document, counted while parsing: an alias adds its anchor's values
+        # and characters again, so a bomb of aliases stops after a few hundred of them.
+        self._values = 0
+        self._chars = 0
+        self._max_chars = max_chars
+        self._sizes: dict[int, tuple[int, int]] = {}  # id(node) -> its expanded (values, characters)
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         self._depth += 1
@@ -123,7 +146,22 @@ class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
             if self._depth > self._max_depth:
                 event = self.peek_event()  # type: ignore[no-untyped-call]
                 raise _LoadLimit(f"nesting deeper than {self._max_depth} levels", event.start_mark)
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            values, chars = self._values, self._chars
             node: Node | None = super().compose_node(parent, index)
+            if isinstance(event, AliasEvent):
+                more_values, more_chars = self._sizes.get(id(node), (0, 0))
+                self._values += more_values
+                self._chars += more_chars
+            else:
+                self._values += 1
+                if isinstance(node, ScalarNode):
+                    self._chars += len(node.value)
+                self._sizes[id(node)] = (self._values - values, self._chars - chars)
+            if self._values > self._max_nodes:
+                raise _LoadLimit(_too_many_values(self._max_nodes), event.start_mark)
+            if self._chars > self._max_chars:
+                raise _LoadLimit(_too_many_chars(self._max_chars), event.start_mark)
             return node
         finally:
             self._depth -= 1
@@ -317,11 +355,13 @@ def _child(node: Node, part: str | int) -> tuple[Node | None, Node] | None:
 class _Builder:
     """Turns composed nodes into Python values, collecting every problem."""
 
-    def __init__(self, file: str, max_values: int = MAX_VALUES) -> None:
+    def __init__(self, file: str, max_values: int = MAX_VALUES, max_chars: int = MAX_EXPANDED_CHARS) -> None:
         self.file = file
         self.max_values = max_values
+        self.max_chars = max_chars
         self.problems: list[Problem] = []
         self.count = 0
+        self.chars = 0  # characters of every scalar and key built so far, aliases included
         self.active: set[int] = set()  # collections being built, to catch recursive aliases
 
     def _problem(self, node: Node, message: str, given: str | None = None) -> None:
@@ -343,7 +383,7 @@ class _Builder:
     def _build(self, node: Node) -> Any:
         self.count += 1
         if self.count > self.max_values:
-            raise _LoadLimit(f"the document expands to more than {self.max_values} values (an alias bomb?)", node)
+            raise _LoadLimit(_too_many_values(self.max_values), node)
         if node.tag not in _ALLOWED_TAGS:
             tag = "!!" + node.tag[len(_TAG) :] if node.tag.startswith(_TAG) else node.tag
             self._problem(node, "YAML tags other than the standard ones are not allowed", tag)
@@ -356,8 +396,14 @@ class _Builder:
             return self._mapping(node)
         raise TypeError(node)  # pragma: no cover - PyYAML has no other node kinds
 
+    def _count_chars(self, node: Node, text: str) -> None:
+        self.chars += len(text)
+        if self.chars > self.max_chars:
+            raise _LoadLimit(_too_many_chars(self.max_chars), node)
+
     def _scalar(self, node: ScalarNode) -> Any:
         text, tag = node.value, node.tag
+        self._count_chars(node, text)
         if _SURROGATE.search(text):
             # JSON writes astral characters as \ud83d\ude00 pairs, which PyYAML decodes
             # into two lone surrogates; join them back, and reject a truly lone one.
@@ -399,9 +445,11 @@ class _Builder:
                 self._problem(key, f"duplicate key (first defined at line {line})", key.value)
                 continue
             first[key.value] = key
+            self._count_chars(key, key.value)
             out[key.value] = self.build(value)
         for key, value in _pairs(node):
             if isinstance(key, ScalarNode) and key.value not in out and key.tag in (_STR, "!"):
+                self._count_chars(key, key.value)
                 out[key.value] = self.build(value)
         for key, value in node.value:
             if key.tag == _MERGE and not _mergeable(value):
@@ -451,6 +499,7 @@ def load_text(
     max_bytes: int = MAX_BYTES,
     max_depth: int = MAX_DEPTH,
     max_values: int = MAX_VALUES,
+    max_chars: int = MAX_EXPANDED_CHARS,
     trusted: bool = False,
 ) -> Loaded:
     """Parse one YAML document from ``raw``; raise ``SpecError`` with every problem found.
@@ -487,7 +536,7 @@ def load_text(
         raise SpecError([_parse_problem(e, file, text)]) from e
     if root is None:
         raise SpecError([Problem(file, 1, 1, "spec", "the file is empty; a spec needs at least name and image")])
-    builder = _Builder(file, max_values)
+    builder = _Builder(file, max_values, max_chars)
     try:
         data = builder.build(root)
     except _LoadLimit as e:

@@ -89,6 +89,13 @@ HOSTILE = [
     Hostile("over-1mib", _b("# " + "x" * MAX_BYTES + "\n" + BASE), "larger than 1048576 bytes"),
     Hostile("over-1mib-one-value", _b(BASE + "env: {A: " + "a" * MAX_BYTES + "}\n"), "larger than 1048576 bytes"),
     Hostile("billion-laughs", _b(LAUGHS), "expands to more than 20000 values"),
+    # One 50,000-character string aliased 19,000 times (126 KB): minutes and gigabytes
+    # before the loader counted expanded characters (8 MiB at most).
+    Hostile(
+        "amplified-alias",
+        _b(BASE + "s: &s " + "x" * 50_000 + "\nargs: [" + ", ".join(["*s"] * 19_000) + "]\n"),
+        "expands to more than 8388608 characters",
+    ),
     Hostile("alias-bomb-in-a-field", _b(BASE + LAUGHS.replace("i: &i", "env: &i")), "expands to more than"),
     Hostile("deep-flow", _b(BASE + "x: " + "[" * 10_000 + "]" * 10_000 + "\n"), "nesting deeper than 64 levels"),
     Hostile("deep-flow-maps", _b(BASE + "x: " + "{a: " * 5_000 + "1" + "}" * 5_000 + "\n"), "nesting deeper than"),
