@@ -130,6 +130,11 @@ class Lint:
         """The rule's one-line reason."""
         return RULES[self.code].why
 
+    def output_problem(self, template: str, severity: str = "warning") -> Problem:
+        """This lint, found in what ``template`` rendered, as a ``Problem`` naming the template."""
+        text = f"{severity} {self.code}: {self.message} (rendered by this template); {self.why}"
+        return Problem(template, 1, 1, dotted(self.path), text)
+
     def problem(self, loaded: Loaded | None, severity: str = "warning") -> Problem:
         """This lint as a located ``Problem`` whose message reads ``warning EC1xx: ...``."""
         text = f"{severity} {self.code}: {self.message}; {self.why}"
@@ -198,16 +203,63 @@ def report(compiled: Sequence[Compiled], ignore: Sequence[str], *, strict: bool,
         raise SpecError(problems)
     out = stream if stream is not None else sys.stderr
     fired = False
+    severity = "error" if strict else "warning"
     for c in compiled:
         # In file order, like errors: a reader fixes them top to bottom.
         for problem in sorted(
-            found.problem(c.loaded, "error" if strict else "warning")
-            for found in active(c.spec, c.plan, ignore)
-            if _applies(found, c)
+            found.problem(c.loaded, severity) for found in active(c.spec, c.plan, ignore) if _applies(found, c)
         ):
             fired = True
             print(problem, file=out)
+        for template, found in output_active(c, ignore):
+            fired = True
+            print(found.output_problem(template, severity), file=out)
     return strict and fired
+
+
+def output_active(compiled: Compiled, ignore: Iterable[str] = ()) -> list[tuple[str, Lint]]:
+    """Lints on what custom templates rendered that the spec's own lints did not already report.
+
+    A custom template can add a privileged container or ``hostNetwork`` that no spec
+    field holds: the rendered documents are linted as the spec is, silenced by the same
+    codes. Each finding comes with the template that rendered it.
+    """
+    silenced = set(compiled.spec.lint) | set(ignore)
+    seen = {(found.code, found.message) for found in lint(compiled.spec, compiled.plan)}
+    out: list[tuple[str, Lint]] = []
+    for output in compiled.outputs:
+        if output.template is None:
+            continue  # the built-in templates print the plan: the spec's lints cover it
+        for found in output_lints(output.doc, compiled.spec.rdzv.resolved_port()):
+            if found.code not in silenced and (found.code, found.message) not in seen:
+                seen.add((found.code, found.message))
+                out.append((str(output.template), found))
+    return out
+
+
+def output_lints(doc: Any, port: int) -> list[Lint]:
+    """The lints that apply to a rendered document, with paths into it (``port``: the rendezvous port)."""
+    found: list[Lint] = []
+    for path, pod in _pod_specs(doc, ()):
+        found.extend(_pod_host_namespaces(path, pod, port))
+        for kind in ("containers", "initContainers", "ephemeralContainers"):
+            items = pod.get(kind)
+            for index, container in enumerate(items if isinstance(items, list) else []):
+                if isinstance(container, dict):
+                    found.extend(_container_privileged((*path, kind, index), container))
+    return found
+
+
+def _pod_specs(node: Any, path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every pod spec in a document (a mapping with a list of containers), wherever it sits."""
+    if isinstance(node, dict):
+        if isinstance(node.get("containers"), list):
+            yield path, node
+        for key, value in node.items():
+            yield from _pod_specs(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _pod_specs(value, (*path, index))
 
 
 # --------------------------------------------------------------------------- rules
@@ -349,8 +401,11 @@ def _env_secrets(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
 
 
 def _host_namespaces(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    yield from _pod_host_namespaces(("pod_template", "spec"), spec.pod_template.spec, spec.rdzv.resolved_port())
+
+
+def _pod_host_namespaces(path: Path, pod: dict[str, Any], port: int) -> Iterator[Lint]:
     # What each namespace really costs: the message must match the setting that fired.
-    port = spec.rdzv.resolved_port()
     costs = {
         "hostNetwork": f"the pod uses the node's network: port {port} (the rendezvous) must be free on every node "
         "it lands on, and every process on the node can reach the rendezvous store",
@@ -358,21 +413,23 @@ def _host_namespaces(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
         "hostPID": "the pod's processes see, and can signal, every process on the node",
     }
     for field, cost in costs.items():
-        if spec.pod_template.spec.get(field) is True:
-            yield Lint("EC108", ("pod_template", "spec", field), f"{field}: true: {cost}")
+        if pod.get(field) is True:
+            yield Lint("EC108", (*path, field), f"{field}: true: {cost}")
 
 
 def _privileged(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
     for path, container in _containers(spec):
-        context = container.get("securityContext")
-        if isinstance(context, dict) and context.get("privileged") is True:
-            name = container.get("name", "?")
-            where = (
-                "the training container"
-                if name == contract.TRAINING_CONTAINER
-                else f"container {show_given(str(name))}"
-            )
-            yield Lint("EC109", (*path, "securityContext", "privileged"), f"{where} is privileged")
+        yield from _container_privileged(path, container)
+
+
+def _container_privileged(path: Path, container: dict[str, Any]) -> Iterator[Lint]:
+    context = container.get("securityContext")
+    if isinstance(context, dict) and context.get("privileged") is True:
+        name = container.get("name", "?")
+        where = (
+            "the training container" if name == contract.TRAINING_CONTAINER else f"container {show_given(str(name))}"
+        )
+        yield Lint("EC109", (*path, "securityContext", "privileged"), f"{where} is privileged")
 
 
 def _backoff_limit(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic_compile import targets as registry
-from elastic_compile.compiler.render import render
+from elastic_compile.compiler.render import custom_template, render
 from elastic_compile.core.errors import CompileError, Problem, SpecError
 from elastic_compile.core.loader import Loaded, load_file, load_text
 from elastic_compile.schema import ElasticSpec
@@ -32,6 +32,8 @@ class Output:
     target: Target
     document: Document
     doc: dict[str, Any]
+    #: The custom template (``--templates``) that rendered it; None for a built-in one.
+    template: Path | None = None
 
     @property
     def filename(self) -> str:
@@ -75,12 +77,11 @@ def resolve_targets(spec: ElasticSpec, names: Sequence[str] | None) -> tuple[Tar
 def render_document(target: Target, document: Document, spec: ElasticSpec, template_dir: Path | None) -> Output:
     """Render one document, parse it back and run the target's checks on it."""
     doc = render(document.template, template_dir, **document.context)
+    custom = custom_template(template_dir, document.template) if template_dir is not None else None
     problems = target.check(doc, document, spec)
     if problems:
-        custom = template_dir / document.template if template_dir is not None else None
-        where = f"template {custom}" if custom is not None and custom.is_file() else f"template {document.template}"
-        raise CompileError(where, "; ".join(problems))
-    return Output(target, document, doc)
+        raise CompileError(f"template {custom or document.template}", "; ".join(problems))
+    return Output(target, document, doc, custom)
 
 
 def compile_spec(

@@ -2,8 +2,9 @@
 
 Templating YAML as text is where Helm got hurt (quoting, booleans, injection), so:
 
-* one environment factory: sandboxed (custom templates from a platform team run here
-  too), ``StrictUndefined`` (a typo in a template is an error, not an empty string);
+* one environment factory: sandboxed, ``StrictUndefined`` (a typo in a template is an
+  error, not an empty string); custom templates from a platform team or a pull request
+  run confined, bounded and under hard limits (:mod:`elastic_compile.compiler.sandbox`);
 * scalars print through ``tojson`` and subtrees through ``to_yaml``; both emit JSON, which
   is valid YAML whatever the indentation around it, with characters that YAML would
   fold or reject escaped;
@@ -15,17 +16,15 @@ from __future__ import annotations
 
 import json
 import re
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import jinja2.sandbox
+from jinja2.loaders import split_template_path
 
+from elastic_compile.compiler import sandbox
 from elastic_compile.core.emit import plain
 from elastic_compile.core.errors import CompileError, SpecError
 from elastic_compile.core.loader import load_text
@@ -44,66 +43,29 @@ def json_text(value: Any) -> str:
 
 
 def environment(template_dir: Path | None = None) -> jinja2.Environment:
-    """The one Jinja2 environment: sandboxed, strict, our two value filters.
+    """The Jinja2 environment: sandboxed, strict, our two value filters.
 
-    ``template_dir`` (``--templates``) is searched before the built-in templates, so a
-    platform team can replace any of them.
+    Without ``template_dir`` it holds the built-in templates (trusted, rendered in
+    process). With it (``--templates``), templates in that directory replace the built-in
+    ones by name, confined and bounded by :mod:`elastic_compile.compiler.sandbox`.
     """
-    paths = [str(template_dir)] if template_dir is not None else []
-    paths.append(str(BUILTIN_TEMPLATES))
-    env = _Sandbox(
-        loader=jinja2.FileSystemLoader(paths),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["tojson"] = _value_filter
-    env.filters["to_yaml"] = _value_filter
+    options: dict[str, Any] = {
+        "undefined": jinja2.StrictUndefined,
+        "autoescape": False,
+        "keep_trailing_newline": True,
+        "trim_blocks": True,
+        "lstrip_blocks": True,
+    }
+    builtin = jinja2.FileSystemLoader(str(BUILTIN_TEMPLATES))
+    env: jinja2.Environment
+    if template_dir is None:
+        env = jinja2.sandbox.ImmutableSandboxedEnvironment(loader=builtin, **options)
+        env.filters["tojson"] = _value_filter
+        env.filters["to_yaml"] = _value_filter
+    else:
+        env = sandbox.environment_for(template_dir, builtin, **options)
+        env.filters["tojson"] = env.filters["to_yaml"] = _bounded_value_filter
     return env
-
-
-# A custom template may not build values larger than this with `*` (the sandbox's own
-# range() is capped at 100,000 items); a platform template never needs more.
-_MAX_SEQUENCE = 1_000_000
-# Wall-clock budget for rendering a custom template; ours take milliseconds.
-RENDER_SECONDS = 2.0
-
-
-class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
-    """The sandbox, plus a size check on `*` so that 'x' * 10**10 cannot eat the memory."""
-
-    intercepted_binops = frozenset({"*"})
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        for seq, times in ((left, right), (right, left)):
-            if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > _MAX_SEQUENCE:
-                raise jinja2.exceptions.SecurityError(f"a value of more than {_MAX_SEQUENCE} items is not allowed")
-        return super().call_binop(context, operator, left, right)
-
-
-class _RenderTimeout(Exception):
-    pass
-
-
-@contextmanager
-def _time_budget(seconds: float | None) -> Iterator[None]:
-    """Interrupt a render that runs too long (main thread only: SIGALRM is delivered there)."""
-    if seconds is None or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
-        yield
-        return
-
-    def expire(_signum: int, _frame: Any) -> None:
-        raise _RenderTimeout
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _value_filter(value: Any) -> str:
@@ -111,6 +73,13 @@ def _value_filter(value: Any) -> str:
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()
     return json_text(value)
+
+
+def _bounded_value_filter(value: Any) -> str:
+    # JSON of a value escapes each character to at most 6: bound it before it is built.
+    if sandbox.value_size(value) > sandbox.MAX_VALUE_SIZE:
+        raise sandbox.BoundExceeded(f"a value larger than {sandbox.MAX_VALUE_SIZE} characters and items")
+    return _value_filter(value)
 
 
 @lru_cache(maxsize=8)
@@ -127,36 +96,31 @@ _OUTPUT_MAX_VALUES = 200_000
 def render(template_name: str, template_dir: Path | None = None, **context: Any) -> Any:
     """Render ``template_name`` and parse the text back into data.
 
-    Raises ``CompileError`` naming the template when Jinja fails or the output is not a
-    single valid YAML document.
+    Raises ``CompileError`` naming the template when Jinja fails, a bound or limit is hit,
+    or the output is not a single valid YAML document.
     """
-    env = _cached_environment(template_dir)
     where = f"template {template_name}"
-    builtin = False
-    try:
-        template = env.get_template(template_name)
-        source = Path(template.filename) if template.filename else None
-        builtin = source is not None and source.resolve().parent == BUILTIN_TEMPLATES
-        if source is not None and not builtin:
-            where = f"template {source}"
-        with _time_budget(None if builtin else RENDER_SECONDS):
-            text = template.render(**context)
-    except jinja2.TemplateSyntaxError as e:
-        raise CompileError(f"template {e.filename or template_name}:{e.lineno}", e.message or str(e)) from e
-    except jinja2.TemplateNotFound as e:
-        raise CompileError(where, "not found") from e
-    except jinja2.exceptions.SecurityError as e:
-        raise CompileError(where, f"blocked by the sandbox: {e}") from e
-    except jinja2.UndefinedError as e:
-        raise CompileError(where, f"undefined value: {e.message}") from e
-    except jinja2.TemplateError as e:
-        raise CompileError(where, str(e)) from e
-    except _RenderTimeout as e:
-        raise CompileError(where, f"rendering took longer than {RENDER_SECONDS:g} s") from e
-    except MemoryError as e:
-        raise CompileError(where, "rendering ran out of memory") from e
-    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError, ArithmeticError) as e:
-        raise CompileError(where, f"cannot render: {type(e).__name__}: {e}") from e
+    source = custom_template(template_dir, template_name) if template_dir is not None else None
+    if source is None:
+        builtin = True
+        try:
+            text = _cached_environment(None).get_template(template_name).render(**context)
+        except Exception as e:
+            raise CompileError(*_describe(e, where)) from e
+    else:
+        builtin = False
+        where = f"template {source}"
+        env = _cached_environment(template_dir)
+
+        def work() -> str:
+            # Compiled here too: compiling a template is work its author controls.
+            template = env.get_template(template_name)
+            return sandbox.stream_bounded(template.generate(**context))
+
+        try:
+            text = sandbox.render_limited(work, lambda e: _describe(e, where))
+        except sandbox.LimitExceeded as e:
+            raise CompileError(where, str(e)) from e
     try:
         loaded = load_text(
             text,
@@ -175,3 +139,44 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
     if not isinstance(loaded.data, dict):
         raise CompileError(where, "output is not a YAML mapping")
     return plain(loaded.data, top=False)  # plain ints and floats: callers may yaml.safe_dump it
+
+
+def custom_template(template_dir: Path, template_name: str) -> Path | None:
+    """The file in ``template_dir`` that replaces ``template_name``, or None (the built-in one renders).
+
+    Raises ``CompileError`` for a file the sandbox refuses (a symbolic link, a FIFO, ...).
+    """
+    try:
+        parts = split_template_path(template_name)
+        found = sandbox.read_confined(template_dir, parts)
+    except sandbox.TemplateRefused as e:
+        raise CompileError(f"--templates {template_dir}", str(e)) from e
+    return None if found is None else template_dir.joinpath(*parts)
+
+
+def _describe(e: BaseException, where: str) -> tuple[str, str]:
+    """``(where, message)`` for a failed compile or render: one line, never a file's content."""
+    if isinstance(e, jinja2.TemplateSyntaxError):
+        return f"template {e.filename or where.removeprefix('template ')}:{e.lineno}", e.message or "syntax error"
+    if isinstance(e, jinja2.TemplateNotFound):
+        return where, f"not found: {e.name}"
+    if isinstance(e, jinja2.exceptions.SecurityError):
+        return where, f"blocked by the sandbox: {_first_line(e)}"
+    if isinstance(e, jinja2.UndefinedError):
+        return where, f"undefined value: {_first_line(e)}"
+    if isinstance(e, jinja2.TemplateError):
+        return where, _first_line(e)
+    if isinstance(e, sandbox.LimitExceeded):
+        return where, str(e)
+    if isinstance(e, MemoryError):
+        return where, f"ran out of memory (the limit is {sandbox.ADDRESS_SPACE_BYTES >> 20} MiB)"
+    if isinstance(e, RecursionError):
+        return where, "cannot render: nesting or recursion too deep"
+    if isinstance(e, (TypeError, ValueError, AttributeError, KeyError, IndexError, ArithmeticError)):
+        return where, f"cannot render: {type(e).__name__}: {_first_line(e)}"
+    raise e
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).splitlines()
+    return lines[0] if lines else type(e).__name__

@@ -7,7 +7,8 @@ template. A malicious template (sandbox escapes through ``__class__``, ``__globa
 ``cycler.__init__.__globals__``, format strings; resource exhaustion) must end with exit 2
 and one line, and never run anything: its payload would create a marker file.
 
-Malicious templates run in child processes with an address-space and CPU limit, so an
+Malicious templates run in child processes with an address-space and CPU limit (on top of the
+sandbox's own child and bounds, compiler/sandbox.py), so an
 escape or an exhaustion cannot hurt the test run (or the machine).
 """
 
@@ -211,16 +212,70 @@ BLOCKED = {
 }
 
 # Resource exhaustion: each must be stopped with a CompileError (exit 2, one line) quickly.
-# Templates that try to exhaust time or memory, and the guard in compiler/render.py that stops each.
+# Templates that try to exhaust time or memory, and the guard in compiler/sandbox.py that stops each.
 EXHAUSTION = {
     "huge-range": ("{{ range(10**10) | list | tojson }}", "the sandbox's range() cap; OverflowError -> CompileError"),
-    "string-times-huge": ("{{ ('x' * 10**10) | tojson }}", "the intercepted '*' refuses values over 10**6 items"),
+    "string-times-huge": ("{{ ('x' * 10**10) | tojson }}", "the intercepted '*' refuses values over the size bound"),
     "list-times-huge": ("{{ ([0] * 10**9) | tojson }}", "the same for lists"),
     "nested-loops": (
         "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
-        "the render time budget (SIGALRM)",
+        "the output bound while it streams",
+    ),
+    "cpu-loop-no-output": (
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        "RLIMIT_CPU in the child that renders",
     ),
     "zero-division": ("{{ (1 / 0) | tojson }}", "ArithmeticError -> CompileError"),
+}
+
+# Each bomb of issue 18 and the bound that must stop it before it runs (the fragment of
+# its one error line): minutes or gigabytes each before the sandbox bounded them.
+BOMBS = {
+    "constant-folded-power": ("{{ 9 ** (9 ** 8) }}", "more than 65536 bits"),
+    "power-in-a-filter": ("{{ (9 ** (9 ** 8)) | tojson }}", "more than 65536 bits"),
+    "big-int-product": ("{{ ((10 ** 19000) * (10 ** 19000)) | tojson }}", "more than 65536 bits"),
+    "list-comparison": (
+        "{% set a = [0] * 1000000 %}{% set b = [0] * 1000000 %}"
+        "{{ ([a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a] =="
+        " [b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b]) | tojson }}",
+        "larger than 16777216",
+    ),
+    "percent-width": ('{{ ("%999999999d" % 1) | tojson }}', "the % format would be larger"),
+    "percent-star-width": ('{{ ("%*d" % (999999999, 1)) | tojson }}', "'*' widths are not allowed"),
+    "format-filter-width": ('{{ ("%0999999999d" | format(1)) | tojson }}', "the % format would be larger"),
+    "str-format-width": ('{{ "{:>999999999}".format(1) | tojson }}', "the formatted string would be larger"),
+    "format-map-width": ('{{ "{x:>999999999}".format_map({"x": 1}) | tojson }}', "the formatted string"),
+    "join-of-repeats": (
+        '{% set s = "x" * 1000000 %}{{ ([s] * 20) | join | tojson }}',
+        "larger than 16777216",
+    ),
+    "join-of-a-literal": (
+        '{% set s = "x" * 1000000 %}{{ [s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s] | join | tojson }}',
+        "larger than 16777216",
+    ),
+    "concat-doubling": (
+        '{% set ns = namespace(s="xx") %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}'
+        "{{ ns.s | tojson }}",
+        "the concatenated string would be larger",
+    ),
+    "plus-doubling": (
+        '{% set ns = namespace(s="xx") %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}'
+        "{{ ns.s | tojson }}",
+        "the sum would be larger",
+    ),
+    "str-center": ('{{ "x".center(999999999) | tojson }}', "str.center would be larger"),
+    "str-replace": ('{{ ("x" * 1000000).replace("x", "x" * 1000) | tojson }}', "str.replace would be larger"),
+    "str-translate": ('{{ "x".translate({120: "yy"}) | tojson }}', "str.translate is not allowed"),
+    "str-join-method": ('{% set s = "x" * 1000000 %}{{ "".join([s] * 17) | tojson }}', "larger than 16777216"),
+    "batch-fill": ('{{ [1] | batch(999999999, "x") | list | tojson }}', "more than 16777216 groups"),
+    "nested-repeat": ("{{ [[0] * 1000000] * 1000000 }}", "the repeated value would be larger"),
+    "macro-doubling": (
+        "{% macro d(n) %}{% if n %}{{ d(n - 1) }}{{ d(n - 1) }}{% else %}{{ 'x' * 1000000 }}{% endif %}{% endmacro %}"
+        "{{ d(40) }}",
+        "larger than 16777216",
+    ),
+    "lipsum": ("{{ lipsum(1000000) }}", "'lipsum' is undefined"),
+    "deep-parentheses": ("{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}", "too deep"),
 }
 
 ADDRESS_SPACE = 1536 * 1024 * 1024
@@ -307,3 +362,66 @@ def test_resource_exhaustion_fails_fast_with_a_compile_error(tmp_path: Path, nam
     assert run.returncode == 2, f"exit {run.returncode}: {run.stderr[:300]}"
     assert run.stderr.count("\n") == 1 and "pytorchjob.yaml.j2" in run.stderr
     assert "internal error" not in run.stderr
+
+
+def test_each_bomb_is_stopped_by_its_bound(tmp_path: Path) -> None:
+    """Every bomb in one child under the same limits: exit 2, one line, the bound that stopped it."""
+    folders = {name: _malicious_dir(tmp_path, name, text) for name, (text, _) in BOMBS.items()}
+    results_path = tmp_path / "results.json"
+    run = subprocess.run(
+        [sys.executable, "-c", BATCH_DRIVER, str(results_path), MINIMAL, *map(str, folders.values())],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_limits,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads(results_path.read_text())
+    failures = []
+    for name, folder in folders.items():
+        result, fragment = results[str(folder)], BOMBS[name][1]
+        lines = result["stderr"].splitlines()
+        if not (result["code"] == 2 and len(lines) == 1 and "pytorchjob.yaml.j2" in lines[0] and fragment in lines[0]):
+            failures.append(f"{name}: exit {result['code']}: {result['stderr'][:300]!r}")
+    assert failures == []
+
+
+PRIVILEGED_SETS = """\
+{% set sidecar = {"name": "helper", "image": "busybox:1.36", "securityContext": {"privileged": true}} %}
+{% set pod = dict(plan.pod_template, spec=dict(plan.pod_template.spec, hostNetwork=true,
+    containers=plan.pod_template.spec.containers + [sidecar])) %}
+"""
+
+
+def test_lints_run_on_what_a_custom_template_renders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A template cannot add what --strict refuses in a spec: a privileged container, hostNetwork."""
+    folder = _dir(tmp_path, PRIVILEGED_SETS + BUILTIN.replace(TEMPLATE_LINE, "      template: {{ pod | to_yaml }}\n"))
+    template = str(folder / "pytorchjob.yaml.j2")
+    assert main([MINIMAL, "--templates", str(folder)]) == 0
+    out, err = capsys.readouterr()
+    assert "privileged: true" in out
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    assert lines[0].startswith(
+        f"{template}:1:1: spec.pytorchReplicaSpecs.Worker.template.spec.hostNetwork: warning EC108"
+    )
+    assert lines[1].startswith(
+        f"{template}:1:1: spec.pytorchReplicaSpecs.Worker.template.spec.containers[1].securityContext.privileged: "
+        "warning EC109: container helper is privileged (rendered by this template)"
+    )
+    assert main([MINIMAL, "--templates", str(folder), "--strict"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("error EC10") == 2
+    assert main([MINIMAL, "--templates", str(folder), "--strict", "--ignore", "EC108", "--ignore", "EC109"]) == 0
+
+
+def test_a_spec_lint_is_not_repeated_for_the_custom_template(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "privileged.yaml"
+    spec.write_text(Path(MINIMAL).read_text() + "pod_template:\n  spec:\n    hostNetwork: true\n")
+    folder = _dir(tmp_path, BUILTIN + "\n")
+    assert main([str(spec), "--templates", str(folder)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("EC108") == 1 and err.startswith(f"{spec}:"), err
