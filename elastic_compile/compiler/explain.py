@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from elastic_compile.compiler.pipeline import Compiled
+from elastic_compile.core.errors import printable
 from elastic_compile.schema.models import NNodes
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS
 
@@ -79,7 +80,8 @@ def explain(compiled: Compiled) -> str:
         out.append(f"{f'{path}: {value}':<{width}}  # {source}\n")
     trainjob = next((o for o in compiled.outputs if o.document.kind == "TrainJob"), None)
     if trainjob is not None:
-        return "".join(out) + _trainjob_layout(trainjob.document.context["plan"])
+        out.extend(_trainjob_layout(trainjob.document.context["plan"]))
+        return _printable(out)
     plan = compiled.plan
     layout = (
         f"{plan.replicas} Worker pod(s), elasticPolicy {json.dumps(plan.elastic_policy)}"
@@ -96,19 +98,24 @@ def explain(compiled: Compiled) -> str:
         f"# terminationGracePeriodSeconds: shutdown_timeout + {GRACE_MARGIN_SECONDS} unless the pod template sets it\n"
     )
     out.append("# container command: elastic-launch " + shlex.join(plan.launcher_args) + "\n")
-    return "".join(out)
+    return _printable(out)
 
 
-def _trainjob_layout(plan: Any) -> str:
-    """The TrainJob's layout: where the pods' settings went (targets/trainjob/plan.py)."""
+def _printable(out: list[str]) -> str:
+    # JSON escapes C0 controls but leaves bidi controls, C1 (CSI) and invisible characters raw.
+    return "".join(printable(line[:-1]) + "\n" for line in out)
+
+
+def _trainjob_layout(plan: Any) -> list[str]:
+    """The TrainJob's layout, one line each: where the pods' settings went (targets/trainjob/plan.py)."""
     trainer = plan.trainer
     ref = plan.runtime_ref
     runtime = "a TrainingRuntime of ours, emitted first" if plan.runtime is not None else "on the cluster"
-    return (
+    return [
         f"# layout: TrainJob, {trainer['numNodes']} node(s) x numProcPerNode {trainer['numProcPerNode']}; "
         f"runtimeRef {ref['kind']} {ref['name']} ({runtime}); one runtimePatches entry "
-        f"({plan.runtime_patches[0]['manager']})\n"
+        f"({plan.runtime_patches[0]['manager']})\n",
         "# rendezvous: c10d at node 0 (PET_MASTER_ADDR:PET_MASTER_PORT, injected by Trainer's torch plugin), "
-        "which hosts the store: --rdzv-at-master\n"
-        "# container command: elastic-launch " + shlex.join(plan.launcher_args) + "\n"
-    )
+        "which hosts the store: --rdzv-at-master\n",
+        "# container command: elastic-launch " + shlex.join(plan.launcher_args) + "\n",
+    ]

@@ -14,8 +14,12 @@ the compiler decided, e.g. whether the pod gets a memory-backed /dev/shm).
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 import re
 import sys
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -103,6 +107,16 @@ RULES: dict[str, Rule] = {
             "unexpanded-env-reference",
             "the kubelet expands $(NAME) only against env entries listed before it; otherwise it stays literal",
         ),
+        Rule(
+            "EC112",
+            "invisible-text",
+            "bidi controls and invisible characters make the text a reviewer reads differ from what runs",
+        ),
+        Rule(
+            "EC113",
+            "hard-to-review-value",
+            "very long values, long runs of blanks and lines that read like YAML entries hide text from review",
+        ),
     )
 }
 
@@ -124,6 +138,10 @@ class Lint:
     code: str
     path: Path
     message: str
+    #: Never print the value at ``path`` (a secret): the message says what it looks like.
+    hide_value: bool = False
+    #: What was found (never printed): tells two findings with the same message apart.
+    subject: str = dataclasses.field(default="", repr=False)
 
     @property
     def why(self) -> str:
@@ -140,7 +158,8 @@ class Lint:
         text = f"{severity} {self.code}: {self.message}; {self.why}"
         if loaded is None:
             return Problem("<spec>", 1, 1, dotted(self.path), text)
-        return loaded.problem(self.path, text)
+        problem = loaded.problem(self.path, text)
+        return dataclasses.replace(problem, given=None) if self.hide_value else problem
 
 
 def lint(spec: ElasticSpec, plan: Plan) -> list[Lint]:
@@ -225,14 +244,14 @@ def output_active(compiled: Compiled, ignore: Iterable[str] = ()) -> list[tuple[
     codes. Each finding comes with the template that rendered it.
     """
     silenced = set(compiled.spec.lint) | set(ignore)
-    seen = {(found.code, found.message) for found in lint(compiled.spec, compiled.plan)}
+    seen = {(found.code, found.message, found.subject) for found in lint(compiled.spec, compiled.plan)}
     out: list[tuple[str, Lint]] = []
     for output in compiled.outputs:
         if output.template is None:
             continue  # the built-in templates print the plan: the spec's lints cover it
         for found in output_lints(output.doc, compiled.spec.rdzv.resolved_port()):
-            if found.code not in silenced and (found.code, found.message) not in seen:
-                seen.add((found.code, found.message))
+            if found.code not in silenced and (found.code, found.message, found.subject) not in seen:
+                seen.add((found.code, found.message, found.subject))
                 out.append((str(output.template), found))
     return out
 
@@ -247,6 +266,10 @@ def output_lints(doc: Any, port: int) -> list[Lint]:
             for index, container in enumerate(items if isinstance(items, list) else []):
                 if isinstance(container, dict):
                     found.extend(_container_privileged((*path, kind, index), container))
+    for path, text, key in _strings(doc, ()):
+        found.extend(text_lints(path, text, key=key))
+        if not key:
+            found.extend(secret_lints(path, text))
     return found
 
 
@@ -373,31 +396,38 @@ def secret_like(name: str) -> bool:
     return False
 
 
+def _named_secret(path: Path, name: str, value: Any) -> Iterator[Lint]:
+    """EC107 for one env variable: a secret-like name with a literal value, or a secret-shaped value."""
+    if not isinstance(value, str) or not value or _REFERENCE.match(value):
+        return
+    if secret_like(name):
+        yield Lint("EC107", path, f"{show_given(name)} looks like a secret but has a literal value", True, value)
+    else:
+        yield from secret_lints(path, value)
+
+
 def _env_secrets(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    pod_path: Path = ("pod_template", "metadata", "annotations")
     if isinstance(spec.env, dict):
         for name, value in spec.env.items():
-            if value and secret_like(name):
-                yield Lint("EC107", ("env", name), f"{show_given(name)} looks like a secret but has a literal value")
+            yield from _named_secret(("env", name), name, value)
     else:
         for index, var in enumerate(spec.env):
-            if var.value and secret_like(var.name):
-                yield Lint(
-                    "EC107",
-                    ("env", index, "value"),
-                    f"{show_given(var.name)} looks like a secret but has a literal value",
-                )
+            yield from _named_secret(("env", index, "value"), var.name, var.value)
     for path, container in _containers(spec):
         env = container.get("env")
         for index, entry in enumerate(env if isinstance(env, list) else []):
-            if not isinstance(entry, dict):
-                continue
-            env_name, env_value = entry.get("name"), entry.get("value")
-            if isinstance(env_name, str) and isinstance(env_value, str) and env_value and secret_like(env_name):
-                yield Lint(
-                    "EC107",
-                    (*path, "env", index, "value"),
-                    f"{show_given(env_name)} looks like a secret but has a literal value",
-                )
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                yield from _named_secret((*path, "env", index, "value"), entry["name"], entry.get("value"))
+        for field in ("command", "args"):
+            yield from _arg_secrets((*path, field), container.get(field))
+    yield from _arg_secrets(("command",), spec.command)
+    if spec.function is not None:
+        yield from _arg_secrets(("function", "args"), list(spec.function.args))
+    pod_annotations = spec.pod_template.metadata.annotations
+    for path, mapping in ((("annotations",), spec.annotations), (pod_path, pod_annotations)):
+        for key, value in mapping.items():
+            yield from secret_lints((*path, key), value, name=key.rpartition("/")[2])
 
 
 def _host_namespaces(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
@@ -497,6 +527,196 @@ def _env_references(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
         defined.add(name)
 
 
+# --------------------------------------------------------------------------- text a reviewer can trust
+
+# Characters that make the text a reviewer reads differ from what runs (Trojan Source,
+# CVE-2021-42574): bidi controls reorder it, invisible characters hide in it.
+_BIDI = frozenset([0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+_INVISIBLE = frozenset(
+    [
+        *(0x00AD, 0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x3164, 0xFEFF, 0xFFA0),
+        *range(0x200B, 0x200E),  # zero-width space, non-joiner, joiner
+        *range(0x2060, 0x2065),  # word joiner, invisible operators
+        *range(0xFE00, 0xFE10),  # variation selectors
+        *range(0xE0000, 0xE0080),  # tag characters
+        *range(0xE0100, 0xE01F0),  # variation selectors supplement
+    ]
+)
+#: A value longer than this is hard to review in a diff (it wraps or is cut off).
+MAX_REVIEWABLE_CHARS = 1024
+#: A run of this many blanks can push the rest of a line out of a reviewer's view.
+MAX_BLANK_RUN = 32
+_BLANK_RUN = re.compile(rf"[ \t\u00a0\u2000-\u200a\u3000]{{{MAX_BLANK_RUN},}}")
+# A line break followed by what reads as another YAML entry, key or comment.
+_FAKE_ENTRY = re.compile(r"[\n\r\u0085\u2028\u2029][ \t]*(?:- |#|[\w.$/-]+:(?:[ \t]|$))")
+
+
+def hidden_character(char: str) -> str | None:
+    """What kind of character a reviewer cannot see ``char`` is, or None when it is visible text."""
+    code = ord(char)
+    if code in _BIDI:
+        return "a bidi control"
+    if code in _INVISIBLE:
+        return "an invisible character"
+    category = unicodedata.category(char)
+    if char in "\t\n":
+        return None
+    if category == "Cc":
+        return "a control character"
+    if category in ("Zl", "Zp"):
+        return "a line separator"
+    if category == "Cf":
+        return "an invisible formatting character"
+    return None
+
+
+def code_point(char: str) -> str:
+    """``U+202E RIGHT-TO-LEFT OVERRIDE``: how a lint names a character without printing it."""
+    name = unicodedata.name(char, "")
+    return f"U+{ord(char):04X}" + (f" {name}" if name else "")
+
+
+def text_lints(path: Path, text: str, *, key: bool = False) -> Iterator[Lint]:
+    """EC112 and EC113 for one emitted string (a value, or a key when ``key``)."""
+    what = "the key" if key else "the value"
+    hidden = [(i, c, kind) for i, c in enumerate(text) if (kind := hidden_character(c)) is not None]
+    if hidden:
+        index, char, kind = hidden[0]
+        more = f" and {len(hidden) - 1} more" if len(hidden) > 1 else ""
+        message = f"{what} contains {code_point(char)} ({kind}) at character {index + 1}{more}"
+        yield Lint("EC112", path, message, subject=text)
+    if len(text) > MAX_REVIEWABLE_CHARS:
+        yield Lint("EC113", path, f"{what} is {len(text)} characters long (over {MAX_REVIEWABLE_CHARS})", subject=text)
+    elif _BLANK_RUN.search(text):
+        yield Lint("EC113", path, f"{what} holds a run of {MAX_BLANK_RUN} or more blanks", subject=text)
+    if _FAKE_ENTRY.search(text):
+        yield Lint("EC113", path, f"{what} spans lines, and a later line reads like another YAML entry", subject=text)
+
+
+def _strings(node: Any, path: Path) -> Iterator[tuple[Path, str, bool]]:
+    """Every string in ``node`` with its path: ``(path, text, is_key)``."""
+    if isinstance(node, str):
+        yield path, node, False
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            if isinstance(k, str):
+                yield (*path, k), k, True
+            yield from _strings(v, (*path, k))
+    elif isinstance(node, (list, tuple)):
+        for index, item in enumerate(node):
+            yield from _strings(item, (*path, index))
+
+
+def _spec_strings(spec: ElasticSpec) -> Iterator[tuple[Path, str, bool]]:
+    # What the user wrote (by its YAML keys), not the defaults: those are ours.
+    yield from _strings(spec.model_dump(mode="python", by_alias=True, exclude_unset=True), ())
+
+
+def _hidden_text(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    for path, text, key in _spec_strings(spec):
+        yield from text_lints(path, text, key=key)
+
+
+# --------------------------------------------------------------------------- secrets by value
+
+# A reference the kubelet expands ($(VAR)) or a shell does (${VAR}, $VAR) is not a secret.
+_REFERENCE = re.compile(r"^\$(?:\([A-Za-z_][A-Za-z0-9_]*\)|\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
+# Shapes that are secrets wherever they appear, each with what the warning calls it.
+_SECRET_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a private key (PEM)", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")),
+    ("a JSON Web Token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    ("a URL with a password", re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:(?!\$\(|\$\{)[^\s/@]+@")),
+    ("a bearer or basic credential", re.compile(r"\b(?:Bearer|Basic|token)\s+[A-Za-z0-9._~+/-]{16,}=*")),
+    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
+    ("a GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("a webhook URL", re.compile(r"https://(?:hooks\.slack\.com/services|discord(?:app)?\.com/api/webhooks)/\S+")),
+    ("an API key (sk-)", re.compile(r"\b(?:sk|rk)[-_](?:live_|test_|proj-|ant-)?[A-Za-z0-9_-]{20,}")),
+    ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("a package registry token", re.compile(r"\b(?:npm_[A-Za-z0-9]{36}|pypi-AgE[A-Za-z0-9_-]{50,})")),
+)
+# Names a secret goes by when it sits next to one: --api-key VALUE, --token=VALUE,
+# an annotation key, a JSON key.
+_SECRET_FLAG = re.compile(r"^--?([A-Za-z][A-Za-z0-9_.-]*)(?:=(.*))?$", re.DOTALL)
+#: Bits of entropy per character above which a string next to a secret-like name is a secret.
+MIN_SECRET_ENTROPY = 3.0
+MIN_SECRET_CHARS = 12
+
+
+def _entropy(text: str) -> float:
+    counts: dict[str, int] = {}
+    for char in text:
+        counts[char] = counts.get(char, 0) + 1
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def _random_looking(text: str) -> bool:
+    return (
+        len(text) >= MIN_SECRET_CHARS
+        and not any(c.isspace() for c in text)
+        and not _REFERENCE.match(text)
+        and _entropy(text) >= MIN_SECRET_ENTROPY
+    )
+
+
+def secret_shape(text: str) -> str | None:
+    """What secret ``text`` looks like (a PEM key, a JWT, ...), or None."""
+    for kind, pattern in _SECRET_SHAPES:
+        if pattern.search(text):
+            return kind
+    stripped = text.strip()
+    if stripped.startswith("{") and len(stripped) <= 1 << 20:
+        try:
+            data = json.loads(stripped)
+        except ValueError:
+            return None
+        for key, value in _json_fields(data):
+            if secret_like(key) and (_random_looking(value) or secret_shape(value) is not None):
+                return f"JSON with a {json.dumps(key)} field"
+    return None
+
+
+def _json_fields(node: Any) -> Iterator[tuple[str, str]]:
+    """Every ``(key, string value)`` pair in parsed JSON, at any depth."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, str):
+                yield str(key), value
+            else:
+                yield from _json_fields(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _json_fields(item)
+
+
+def secret_lints(path: Path, text: str, *, name: str | None = None) -> Iterator[Lint]:
+    """EC107 for one literal string; ``name`` is what it is assigned to (a flag, an annotation key)."""
+    kind = secret_shape(text)
+    if kind is None and name is not None and secret_like(name) and _random_looking(text):
+        kind = f"a secret next to {show_given(name)}"
+    if kind is not None:
+        yield Lint("EC107", path, f"a literal value that looks like {kind} (not shown)", True, text)
+
+
+def _arg_secrets(path: Path, words: Any) -> Iterator[Lint]:
+    """Secrets in a command or args list: by shape, and after --token / --api-key style flags."""
+    if not isinstance(words, list):
+        return
+    previous: str | None = None
+    for index, word in enumerate(words):
+        if not isinstance(word, str):
+            previous = None
+            continue
+        flag = _SECRET_FLAG.match(word)
+        if flag and flag.group(2) is not None:
+            yield from secret_lints((*path, index), flag.group(2), name=flag.group(1))
+        else:
+            yield from secret_lints((*path, index), word, name=previous)
+        previous = flag.group(1) if flag and flag.group(2) is None else None
+
+
 _CHECKS = (
     _nproc_gpus,
     _shm_memory,
@@ -509,4 +729,5 @@ _CHECKS = (
     _privileged,
     _backoff_limit,
     _env_references,
+    _hidden_text,
 )

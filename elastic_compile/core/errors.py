@@ -16,6 +16,18 @@ MAX_PROBLEMS = 50  # reported per run; the rest are counted
 _GIVEN_MAX = 60
 
 
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with every character a terminal would not print as itself escaped (``\\u202e``).
+
+    Control sequences (ESC, CSI), bidi controls, invisible and line-separator characters
+    become escapes, so user text cannot move the cursor, recolour or reorder what a
+    terminal shows. Characters in ``keep`` (a tab, say) stay.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def show_given(value: str) -> str:
     """Render a user value for the ``(given: X)`` suffix on a single short line."""
     text = value.encode("unicode_escape").decode("ascii") if not value.isprintable() else value

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NoReturn, TextIO
 
-from elastic_compile.core.errors import SpecError
+from elastic_compile.core.errors import SpecError, printable
 from elastic_compile.core.loader import load_documents
 from elastic_compile.localrun import kubeflow, trainer
 from elastic_compile.localrun.job import Job, summary
@@ -297,11 +297,12 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
             suspended = bool((job_doc["spec"].get("runPolicy") or {}).get("suspend"))
     except SpecError as e:
         for problem in e.problems:
-            print(str(problem) if problem.path != "usage" else f"{PROG}: error: {problem.message}", file=err)
+            line = str(problem) if problem.path != "usage" else f"{PROG}: error: {problem.message}"
+            print(printable(line), file=err)
         return EXIT_INPUT
     except (RunError, CompileError, kubeflow.ManifestError) as e:
         for line in str(e).splitlines():
-            print(f"{PROG}: error: {line}", file=err)
+            print(printable(f"{PROG}: error: {line}"), file=err)
         return EXIT_INPUT
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else EXIT_OK

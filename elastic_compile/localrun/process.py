@@ -21,6 +21,7 @@ from types import FrameType
 from typing import IO, Any, Final, TextIO
 
 from elastic_compile import contract
+from elastic_compile.core.errors import printable
 from elastic_compile.localrun.kubelet import Pod
 
 PROG: Final = "elastic-compile run"
@@ -253,7 +254,8 @@ class Printer:
             if self._broken:
                 return  # keep draining the pod's pipe, or the pod blocks on a full one
             try:
-                self._out.write(f"[{pod}] {text}\n")
+                # A pod's output may carry escape sequences; a terminal must not act on them.
+                self._out.write(f"[{pod}] {printable(text, keep=chr(9))}\n")
                 self._out.flush()
             except (BrokenPipeError, ValueError):
                 self._broken = True
@@ -267,7 +269,7 @@ class Printer:
     def _write(self, line: str) -> None:
         with self._lock:
             try:
-                self._err.write(line + "\n")
+                self._err.write(printable(line, keep=chr(9)) + "\n")
                 self._err.flush()
             except (BrokenPipeError, ValueError):
                 pass

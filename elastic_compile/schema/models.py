@@ -38,11 +38,23 @@ from elastic_compile.schema.podspec import podspec_problems
 
 # --------------------------------------------------------------------------- helpers
 
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# \Z, not $: Python's $ also matches before a final newline, and "train\n" is no DNS name.
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
+# An image reference as the kubelet parses it (distribution/reference's grammar): ASCII
+# only, so a Cyrillic look-alike letter in nvidia/pytorch is refused here, not at the pull.
+_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_IMAGE_DOMAIN = rf"(?:{_IMAGE_HOST}(?:\.{_IMAGE_HOST})*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?"
+_IMAGE = re.compile(
+    rf"^(?:{_IMAGE_DOMAIN}/)?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,})?\Z",
+    re.ASCII,
+)
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _FUNCTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 _RESOURCE_NAME = re.compile(
@@ -706,13 +718,19 @@ class PodTemplate(_Model):
             for index, item in enumerate(items if isinstance(items, list) else []):
                 if not isinstance(item, dict):
                     continue
+                name = item.get("name")
+                if isinstance(name, str) and (len(name) > 63 or not _DNS1123_LABEL.match(name)):
+                    # What the API server accepts: no look-alike letters, no hidden characters.
+                    problems.append(
+                        ((field, index, "name"), "not a DNS-1123 label: at most 63 lower-case letters, digits and '-'")
+                    )
                 if field == "containers" and item.get("name") == contract.TRAINING_CONTAINER:
                     problems += _training_container_problems(item, index)
                 elif not _is_image(item.get("image")):
                     what = "a sidecar" if field == "containers" else "an init container"
                     at: tuple[str | int, ...] = (field, index, "image") if "image" in item else (field, index)
                     problems.append(
-                        (at, f"{what} needs an image, without spaces (Kubernetes rejects containers without one)")
+                        (at, f"{what} needs an image reference: [registry[:port]/]path[:tag][@digest], ASCII")
                     )
         volumes = spec.get("volumes")
         for index, item in enumerate(volumes if isinstance(volumes, list) else []):
@@ -732,7 +750,7 @@ class PodTemplate(_Model):
 
 
 def _is_image(value: object) -> bool:
-    return isinstance(value, str) and bool(value) and value.isprintable() and not any(c.isspace() for c in value)
+    return isinstance(value, str) and len(value) <= 4096 and bool(_IMAGE.match(value))
 
 
 # The compiler's /dev/shm volume name (podspec.SHM_VOLUME); kept here so the schema can
@@ -936,7 +954,9 @@ class ElasticSpec(_Model):
     @classmethod
     def _image(cls, value: str) -> str:
         if not _is_image(value):
-            raise ValueError("not an image reference: it must be non-empty with no spaces")
+            raise ValueError(
+                "not an image reference: [registry[:port]/]path[:tag][@digest], ASCII, the path in lower case"
+            )
         return value
 
     @field_validator("command", mode="before")

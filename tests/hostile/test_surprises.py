@@ -125,6 +125,7 @@ def _flyte(key: str) -> Callable[[dict[str, Any]], Any]:
 NOT_DNS1035 = frozenset({"1:30", "0755", "1_000", "1e-4", ".inf", "0x1F", "On", "NO"})
 NOT_DNS1123 = frozenset({"1:30", "1_000", ".inf", "0x1F", "On", "NO"})
 NOT_LABEL_VALUE = frozenset({"1:30", ".inf"})
+NOT_IMAGE = frozenset({".inf", "0x1F", "On", "NO"})  # upper case or a leading dot: no image reference
 NOT_KEY = frozenset({"1e-4", ".inf", "0x1F", "~", "null", "true"})  # YAML 1.2 reads a number, null or bool key
 
 # Formatted twice (slot fields, then the value): braces are doubled twice.
@@ -134,7 +135,7 @@ STRING_SLOTS = [
     Slot("name", "str", "name: {v}\nimage: x:1\ncommand: [python, t.py]\n", _path("metadata", "name"),
          rejects=NOT_DNS1035),
     Slot("namespace", "str", BASE + "namespace: {v}\n", _path("metadata", "namespace"), rejects=NOT_DNS1123),
-    Slot("image", "str", "name: t\nimage: {v}\ncommand: [python, t.py]\n", _in_container("image")),
+    Slot("image", "str", "name: t\nimage: {v}\ncommand: [python, t.py]\n", _in_container("image"), rejects=NOT_IMAGE),
     Slot("command arg", "str", "name: t\nimage: x:1\ncommand: [python, {v}]\n", _in_container("args", -1)),
     Slot("function arg", "str", "name: t\nimage: x:1\nfunction: {{target: 'a.b:c', args: [{v}]}}\n",
          _in_container("args", -1)),
