@@ -40,16 +40,17 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NoReturn, TextIO
 
 from elastic_compile.core.errors import SpecError, printable
-from elastic_compile.core.loader import load_documents
+from elastic_compile.core.loader import MAX_BYTES, load_documents
 from elastic_compile.localrun import kubeflow, trainer
 from elastic_compile.localrun.job import Job, summary
 from elastic_compile.localrun.kubeflow import CLEAN_POD_POLICIES, Rules, build_pods, check_job, fit_job, store_host
+from elastic_compile.localrun.netns import LoopbackNetwork, NetworkError
 from elastic_compile.localrun.process import (
     EXIT_INPUT,
     EXIT_OK,
@@ -62,6 +63,7 @@ from elastic_compile.localrun.process import (
     _Signals,
     local_cpus,
     local_gpus,
+    port_busy,
 )
 
 # --------------------------------------------------------------------------- options
@@ -90,6 +92,13 @@ def _seconds(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0 (given: {text})")
     return value
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (given: {text})")
+    return name, value
 
 
 def _kill(text: str) -> tuple[str, float | str]:
@@ -148,6 +157,15 @@ def parse_args(argv: Sequence[str]) -> Options:
         help="the pods' working directory (default: the file's directory; the current one for stdin)",
     )
     p.add_argument(
+        "--env",
+        type=_env_pair,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="the value of an env entry that needs the cluster (secretKeyRef, configMapKeyRef); nothing is taken "
+        "from this shell's environment (repeatable)",
+    )
+    p.add_argument(
         "--dry-run", action="store_true", help="print each pod's command and environment as JSON; run nothing"
     )
     # Read by elastic-compile's main (tracebacks for internal errors); accepted here so it parses.
@@ -162,6 +180,7 @@ def parse_args(argv: Sequence[str]) -> Options:
         timeout=ns.timeout,
         workdir=ns.workdir,
         dry_run=ns.dry_run,
+        env=tuple(ns.env),
     )
 
 
@@ -207,15 +226,18 @@ def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
     from elastic_compile.compiler.pipeline import compile_text
 
     if source == "-":
-        raw = (stdin or sys.stdin.buffer).read()
+        raw = (stdin or sys.stdin.buffer).read(MAX_BYTES + 1)
         label, directory = "<stdin>", Path.cwd()
     else:
         path = Path(source)
         try:
-            raw = path.read_bytes()
+            with path.open("rb") as f:
+                raw = f.read(MAX_BYTES + 1)  # /dev/zero or a 10 GB file: never more than the limit
         except OSError as e:
             raise RunError(f"{source}: {e.strerror or e}") from None
         label, directory = source, path.resolve().parent
+    if len(raw) > MAX_BYTES:
+        raise RunError(f"{label}: the file is larger than {MAX_BYTES} bytes")
     found = _jobs(raw)
     if found is None:
         compiled = compile_text(raw, label)
@@ -256,16 +278,25 @@ def dry_run_view(pods: Sequence[LocalPod], workdir: Path, notes: Sequence[str]) 
 
 
 def _trainer_job(
-    source: Source, opts: Options, gpus: list[str], token: str, *, workdir: Path, printer: Printer
+    source: Source,
+    opts: Options,
+    gpus: list[str],
+    token: str,
+    *,
+    workdir: Path,
+    printer: Printer,
+    network: LoopbackNetwork | None,
+    is_busy: Callable[[int], bool],
 ) -> tuple[Job, list[str], list[str], bool]:
     """A TrainJob as Trainer v2 and JobSet would run it: the job loop with their rules."""
-    trainer.check_job(source.job, source.runtime, source.label)
     job_doc, notes = trainer.fit_job(source.job, source.runtime, opts, gpus=gpus, cpus=local_cpus())
     if not workdir.is_dir():
         raise RunError(f"--workdir {workdir}: not a directory")
-    pods, pod_notes, port = trainer.build_pods(job_doc, source.runtime, environ=os.environ, gpus=gpus, token=token)
+    pods, pod_notes, port = trainer.build_pods(
+        job_doc, source.runtime, environ=os.environ, gpus=gpus, token=token, given=dict(opts.env), is_busy=is_busy
+    )
     rules = trainer.Rules.of(job_doc, source.runtime)
-    job = Job(pods, rules, opts, workdir, printer, store=trainer.store_host(pods, port))
+    job = Job(pods, rules, opts, workdir, printer, store=trainer.store_host(pods, port), network=network)
     return job, notes, pod_notes, rules.suspended
 
 
@@ -276,47 +307,82 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     printer = Printer(out, err)
+    network: LoopbackNetwork | None = None
     try:
-        opts = parse_args(argv)
-        source = load_source(opts.source)
-        gpus = local_gpus()
-        workdir = (opts.workdir or source.directory).resolve()
-        token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        if source.job.get("kind") == "TrainJob":
-            job, notes, pod_notes, suspended = _trainer_job(source, opts, gpus, token, workdir=workdir, printer=printer)
-        else:
-            check_job(source.job, source.label)
-            job_doc, notes = fit_job(source.job, opts, gpus=gpus, cpus=local_cpus())
-            if not workdir.is_dir():
-                raise RunError(f"--workdir {workdir}: not a directory")
-            pods, pod_notes = build_pods(job_doc, environ=os.environ, gpus=gpus, token=token)
-            rules = Rules.of(job_doc)
-            if rules.clean_pod_policy not in CLEAN_POD_POLICIES:
-                raise RunError(f"runPolicy.cleanPodPolicy: expected one of {', '.join(CLEAN_POD_POLICIES)}")
-            job = Job(pods, rules, opts, workdir, printer, store=store_host(job_doc, pods))  # checks --kill names
-            suspended = bool((job_doc["spec"].get("runPolicy") or {}).get("suspend"))
-    except SpecError as e:
-        for problem in e.problems:
-            line = str(problem) if problem.path != "usage" else f"{PROG}: error: {problem.message}"
-            print(printable(line), file=err)
-        return EXIT_INPUT
-    except (RunError, CompileError, kubeflow.ManifestError) as e:
-        for line in str(e).splitlines():
-            print(printable(f"{PROG}: error: {line}"), file=err)
-        return EXIT_INPUT
-    except SystemExit as e:  # --help
-        return e.code if isinstance(e.code, int) else EXIT_OK
+        try:
+            opts = parse_args(argv)
+            source = load_source(opts.source)
+            trainjob = source.job.get("kind") == "TrainJob"
+            if trainjob:
+                trainer.check_job(source.job, source.runtime, source.label)
+            else:
+                check_job(source.job, source.label)
+            gpus = local_gpus()
+            network = None if opts.dry_run or opts.host_network else _loopback_network()
+            # In the private network no port is taken; in the host's, a busy rendezvous port moves.
+            busy = port_busy if network is None else _never_busy
+            workdir = (opts.workdir or source.directory).resolve()
+            token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            if trainjob:
+                job, notes, pod_notes, suspended = _trainer_job(
+                    source, opts, gpus, token, workdir=workdir, printer=printer, network=network, is_busy=busy
+                )
+            else:
+                job_doc, notes = fit_job(source.job, opts, gpus=gpus, cpus=local_cpus(), is_busy=busy)
+                if not workdir.is_dir():
+                    raise RunError(f"--workdir {workdir}: not a directory")
+                pods, pod_notes = build_pods(job_doc, environ=os.environ, gpus=gpus, token=token, given=dict(opts.env))
+                rules = Rules.of(job_doc)
+                if rules.clean_pod_policy not in CLEAN_POD_POLICIES:
+                    raise RunError(f"runPolicy.cleanPodPolicy: expected one of {', '.join(CLEAN_POD_POLICIES)}")
+                # Job() checks the --kill pod names.
+                job = Job(pods, rules, opts, workdir, printer, store=store_host(job_doc, pods), network=network)
+                suspended = bool((job_doc["spec"].get("runPolicy") or {}).get("suspend"))
+        except SpecError as e:
+            for problem in e.problems:
+                line = str(problem) if problem.path != "usage" else f"{PROG}: error: {problem.message}"
+                print(printable(line), file=err)
+            return EXIT_INPUT
+        except (RunError, CompileError, kubeflow.ManifestError) as e:
+            for line in str(e).splitlines():
+                print(printable(f"{PROG}: error: {line}"), file=err)
+            return EXIT_INPUT
+        except SystemExit as e:  # --help
+            return e.code if isinstance(e.code, int) else EXIT_OK
 
-    for note in [*notes, *pod_notes]:
-        printer.note(note)
-    if opts.dry_run:
-        out.write(json.dumps(dry_run_view(job.pods, workdir, [*notes, *pod_notes]), indent=2) + "\n")
-        return EXIT_OK
-    if suspended:
-        printer.note("the job is suspended: the cluster would create no pods until resumed; run starts them")
-    printer.note(f"job {job.rules.name}: {len(job.pods)} pod(s) in {workdir}; {job.rules.describe()}")
-    job.t0 = time.monotonic()
-    with _Signals(job.on_signal):
-        outcome = job.run()
-    printer.note(summary(job, outcome))
-    return outcome.exit_code
+        for note in [*notes, *pod_notes]:
+            printer.note(note)
+        if opts.dry_run:
+            out.write(json.dumps(dry_run_view(job.pods, workdir, [*notes, *pod_notes]), indent=2) + "\n")
+            return EXIT_OK
+        if opts.host_network:
+            printer.note(
+                "warning: --host-network: the pods share this machine's network; the rendezvous and worker stores "
+                "listen on every interface"
+            )
+        if suspended:
+            printer.note("the job is suspended: the cluster would create no pods until resumed; run starts them")
+        printer.note(f"job {job.rules.name}: {len(job.pods)} pod(s) in {workdir}; {job.rules.describe()}")
+        job.t0 = time.monotonic()
+        with _Signals(job.on_signal):
+            outcome = job.run()
+        printer.note(summary(job, outcome))
+        return outcome.exit_code
+    finally:
+        if network is not None:
+            network.close()
+
+
+def _never_busy(_port: int) -> bool:
+    return False
+
+
+def _loopback_network() -> LoopbackNetwork:
+    try:
+        return LoopbackNetwork().start()
+    except NetworkError as e:
+        raise RunError(
+            f"cannot give the pods a private network with only loopback ({e}): this needs Linux network "
+            "namespaces (root, or unprivileged user namespaces). --host-network runs them in this machine's "
+            "network, where the rendezvous store listens on every interface"
+        ) from None

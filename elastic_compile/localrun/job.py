@@ -27,6 +27,7 @@ from elastic_compile.localrun.process import (
     EXIT_TIMEOUT,
     LocalPod,
     Options,
+    OrphanSweep,
     Printer,
     RunError,
     _read_lines,
@@ -37,6 +38,8 @@ from elastic_compile.localrun.process import (
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from elastic_compile.localrun.netns import LoopbackNetwork
 
 
 class EngineRules(Protocol):
@@ -114,6 +117,7 @@ class Job:
         printer: Printer,
         *,
         store: tuple[LocalPod, int] | None = None,
+        network: LoopbackNetwork | None = None,
     ) -> None:
         self.pods = pods
         self.rules = rules
@@ -137,6 +141,8 @@ class Job:
         # pod is 127.0.0.1 and the first to bind would host, so the others wait until the
         # store host listens; losing another pod then never takes the store with it.
         self.store = store
+        self.network = network  # the pods' private loopback-only network (None: the host's)
+        self._orphans: OrphanSweep | None = None
         if store is not None:
             for pod in pods:
                 if pod is not store[0]:
@@ -171,7 +177,7 @@ class Job:
     def _start(self, pod: LocalPod) -> None:
         first = pod.starts == 0
         pod.proc = subprocess.Popen(
-            pod.argv,
+            self.network.wrap(pod.argv) if self.network is not None else pod.argv,
             cwd=self.workdir,
             env=pod.env,
             stdin=subprocess.DEVNULL,
@@ -179,6 +185,8 @@ class Job:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # a pod of its own: Ctrl-C in the terminal reaches only `run`
         )
+        if self._orphans is not None:
+            self._orphans.keep.add(pod.proc.pid)  # the pod itself: reaped by Popen, not swept
         pod.state, pod.start_at, pod.started_at, pod.exit_code = "Running", None, self.elapsed(), None
         pod.starts += 1
         assert pod.proc.stdout is not None  # Popen with stdout=PIPE always has it
@@ -283,15 +291,17 @@ class Job:
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> Outcome:
-        """Run the job to its end; every pod is stopped when this returns."""
-        try:
-            outcome = self._loop()
-        except BaseException:
-            self.hurry = True  # a bug in run itself: leave nothing behind, and fast
-            self._delete([p for p in self.pods if p.state in ("Running", "Pending")], "run failed")
-            raise
-        self.cleaning = True
-        self._cleanup(outcome)
+        """Run the job to its end; every pod, and everything a pod detached, is stopped when this returns."""
+        with OrphanSweep(keep=set()) as orphans:
+            self._orphans = orphans
+            try:
+                outcome = self._loop()
+            except BaseException:
+                self.hurry = True  # a bug in run itself: leave nothing behind, and fast
+                self._delete([p for p in self.pods if p.state in ("Running", "Pending")], "run failed")
+                raise
+            self.cleaning = True
+            self._cleanup(outcome)
         return outcome
 
     def _loop(self) -> Outcome:
@@ -333,7 +343,8 @@ class Job:
     def _open_store_gate(self, now: float) -> None:
         assert self.store is not None
         host, port = self.store
-        if host.state == "Pending" or (host.state == "Running" and not port_busy(port) and now < STORE_WAIT_MAX):
+        listening = self.network.listening(port) if self.network is not None else port_busy(port)
+        if host.state == "Pending" or (host.state == "Running" and not listening and now < STORE_WAIT_MAX):
             return
         if host.state == "Running" and now < STORE_WAIT_MAX:
             why = f"{host.name} hosts the rendezvous store on port {port}"

@@ -332,11 +332,22 @@ def _describe_ref(container: Mapping[str, Any], name: str) -> str:
 
 
 def build_pods(
-    job: Mapping[str, Any], *, environ: Mapping[str, str], gpus: Sequence[str], token: str
+    job: Mapping[str, Any],
+    *,
+    environ: Mapping[str, str],
+    gpus: Sequence[str],
+    token: str,
+    given: Mapping[str, str] | None = None,
 ) -> tuple[list[LocalPod], list[str]]:
-    """The local pods of ``job`` (operator env + container env + what this machine stands in for)."""
+    """The local pods of ``job`` (operator env + container env + what this machine stands in for).
+
+    Env entries that need the cluster (secretKeyRef, configMapKeyRef, ...) take their value
+    only from ``given`` (``--env NAME=VALUE``), never from ``environ``: a shell's
+    variables (a CI runner's tokens) reach a pod only when the user names them. From
+    ``environ`` come only what an image would bring (:data:`BASE_ENV`).
+    """
     notes: list[str] = []
-    computed = pods(job, local=True, lookup=environ)
+    computed = pods(job, local=True, lookup=given or {})
     if not computed:
         raise RunError("the job has no pods")
     replicas = _replicas(job)
@@ -354,11 +365,11 @@ def build_pods(
                 "run cannot know it (set command in the manifest)"
             )
         for name in pod.looked_up:
-            notes.append(f"{name} ({_describe_ref(container, name)}): taken from this shell's environment")
+            notes.append(f"{name} ({_describe_ref(container, name)}): taken from --env")
         for name in pod.unresolved:
             notes.append(
-                f"warning: {name} ({_describe_ref(container, name)}) needs the cluster and is not set in this "
-                "shell: skipped (export it to pass a value)"
+                f"warning: {name} ({_describe_ref(container, name)}) needs the cluster: skipped "
+                f"(pass --env {name}=VALUE to give it a value)"
             )
         for source in container.get("envFrom") or []:
             kind = next((k for k in source if k.endswith("Ref")), "envFrom")

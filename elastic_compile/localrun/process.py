@@ -7,6 +7,7 @@ created it (:mod:`elastic_compile.localrun.kubeflow`, ...).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -62,6 +63,8 @@ class Options:
     timeout: float | None = None
     workdir: Path | None = None
     dry_run: bool = False
+    env: tuple[tuple[str, str], ...] = ()  # --env NAME=VALUE: values for entries that need the cluster
+    host_network: bool = False  # --host-network: no private loopback-only network for the pods
 
 
 class RunError(Exception):
@@ -226,6 +229,80 @@ def kill_pod_processes(pod: LocalPod) -> int:
         root = None
         time.sleep(0.02)
     return killed
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+
+
+def _prctl_subreaper(value: int | None) -> int:
+    """Set this process's child-subreaper flag (None: only read it); returns the previous value."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        previous = ctypes.c_int(0)
+        libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(previous), 0, 0, 0)
+        if value is not None:
+            libc.prctl(_PR_SET_CHILD_SUBREAPER, value, 0, 0, 0)
+        return previous.value
+    except (OSError, AttributeError):  # not Linux: the marker sweep alone
+        return 0
+
+
+def children_of(pid: int) -> set[int]:
+    """Every process whose parent is ``pid``, zombies included."""
+    found: set[int] = set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_bytes().rpartition(b")")[2].split()
+            except OSError:
+                continue
+            if len(fields) > 1 and int(fields[1]) == pid:
+                found.add(int(entry))
+    return found
+
+
+class OrphanSweep:
+    """Processes the pods detach end with ``run``, whatever they did to their environment.
+
+    While it is active this process is a child subreaper (``PR_SET_CHILD_SUBREAPER``): a
+    process a pod double-forks into a session of its own, with a clean environment that
+    the marker sweep cannot see, is reparented here instead of to init. :meth:`sweep`
+    SIGKILLs every such orphan (and what it started) and reaps it.
+    """
+
+    def __init__(self, keep: set[int]) -> None:
+        self.keep = set(keep)  # children that are not orphans of pods (and the pods' own roots)
+        self._previous = 0
+
+    def __enter__(self) -> OrphanSweep:
+        self.keep |= children_of(os.getpid())  # what this process had before: not ours to sweep
+        self._previous = _prctl_subreaper(1)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.sweep()
+        _prctl_subreaper(self._previous)
+
+    def sweep(self) -> int:
+        """SIGKILL and reap every orphan reparented here; returns how many there were."""
+        orphans: set[int] = set()
+        for _ in range(200):  # an orphan's own children are reparented here once it dies: next round
+            found = children_of(os.getpid()) - self.keep
+            if not found:
+                break
+            for pid in found:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+            orphans |= found
+            time.sleep(0.01)
+        return len(orphans)
 
 
 def container_exit_code(returncode: int) -> int:

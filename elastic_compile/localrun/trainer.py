@@ -21,7 +21,7 @@ Only node 0's address (``PET_MASTER_ADDR``) and the pod IPs become this machine.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -301,17 +301,24 @@ def build_pods(
     environ: Mapping[str, str],
     gpus: Sequence[str],
     token: str,
+    given: Mapping[str, str] | None = None,
+    is_busy: Callable[[int], bool] = port_busy,
 ) -> tuple[list[LocalPod], list[str], int]:
-    """The local pods of the TrainJob, the notes, and the master port used here."""
+    """The local pods of the TrainJob, the notes, and the master port used here.
+
+    As :func:`kubeflow.build_pods`: env entries that need the cluster take their value only
+    from ``given`` (``--env NAME=VALUE``), never from ``environ``. ``is_busy`` says whether
+    the plugin's port is taken where the pods run (never, in run's private network).
+    """
     notes: list[str] = []
     master_port = api.MASTER_PORT
-    if num_nodes(job, runtime) > 1 and port_busy(master_port):
+    if num_nodes(job, runtime) > 1 and is_busy(master_port):
         master_port = free_port()
         notes.append(
             f"PET_MASTER_PORT {api.MASTER_PORT} is in use on this machine; using {master_port} "
             "(on the cluster node 0 has its own IP)"
         )
-    computed = pods(job, runtime, local=True, lookup=environ, master_port=master_port)
+    computed = pods(job, runtime, local=True, lookup=given or {}, master_port=master_port)
     if not computed:
         raise RunError("the TrainJob has no pods (trainer.numNodes is 0)")
     pod_spec = _trainer_job(jobset_of(job, runtime))["template"]["spec"]["template"]["spec"]
@@ -319,11 +326,9 @@ def build_pods(
     if not node.get("command"):
         raise RunError("the node container has no command, so the image's ENTRYPOINT would run; run cannot know it")
     for name in computed[0].looked_up:
-        notes.append(f"{name}: taken from this shell's environment")
+        notes.append(f"{name}: taken from --env")
     for name in computed[0].unresolved:
-        notes.append(
-            f"warning: {name} needs the cluster and is not set in this shell: skipped (export it to pass a value)"
-        )
+        notes.append(f"warning: {name} needs the cluster: skipped (pass --env {name}=VALUE to give it a value)")
     for init in pod_spec.get("initContainers") or []:
         kind = "native sidecar" if init.get("restartPolicy") == "Always" else "init container"
         notes.append(f"{kind} {init.get('name')} is not run locally")

@@ -110,21 +110,36 @@ def test_nproc_per_node_goes_through_the_operator_env(tmp_path: Path, capsys: py
     assert "--nproc-per-node" not in view["pods"][0]["command"]  # the command stays the manifest's
 
 
-def test_secret_refs_come_from_this_shell_or_are_skipped(
+def test_secret_refs_come_only_from_env_flags_never_from_this_shell(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A CI runner's variables reach a pod only when named with --env (issue 18 item 7)."""
     monkeypatch.setenv("WANDB_API_KEY", "from-the-shell")
-    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_TOKEN", "also-from-the-shell")
     monkeypatch.delenv("DATASET", raising=False)
+    spec = str(ROOT / "tests" / "golden" / "env-secret-refs" / "elastic.yaml")
+    code, view, err = _dry(capsys, spec, "--env", "WANDB_API_KEY=given")
+    assert code == 0, err
+    assert _env(view, "WANDB_API_KEY") == ["given", "given"]
+    assert _env(view, "HF_TOKEN") == [None, None]  # set in the shell, not passed
+    assert "from-the-shell" not in json.dumps(view) and "also-from-the-shell" not in json.dumps(view)
+    assert _env(view, "NODE_NAME") == ["localhost", "localhost"]  # a downward-API field
+    assert "WANDB_API_KEY (secretKeyRef wandb/api-key): taken from --env" in err
+    assert "warning: HF_TOKEN (secretKeyRef hf/token) needs the cluster: skipped (pass --env HF_TOKEN=VALUE" in err
+    assert "warning: DATASET (configMapKeyRef datasets/current) needs the cluster" in err
+    assert err.count("warning: HF_TOKEN") == 1  # one note per variable, not one per pod
+
+
+def test_no_shell_variable_reaches_a_pod_but_what_an_image_brings(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shell = {"CI_JOB_TOKEN": "s1-runner", "GITHUB_TOKEN": "s2-gh", "AWS_SECRET_ACCESS_KEY": "s3-aws"}
+    shell["WANDB_API_KEY"] = "s4-wandb"  # the spec asks for it through a secretKeyRef
+    for name, value in shell.items():
+        monkeypatch.setenv(name, value)
     code, view, err = _dry(capsys, str(ROOT / "tests" / "golden" / "env-secret-refs" / "elastic.yaml"))
     assert code == 0, err
-    assert _env(view, "WANDB_API_KEY") == ["from-the-shell", "from-the-shell"]
-    assert _env(view, "HF_TOKEN") == [None, None]
-    assert _env(view, "NODE_NAME") == ["localhost", "localhost"]  # a downward-API field
-    assert "WANDB_API_KEY (secretKeyRef wandb/api-key): taken from this shell's environment" in err
-    assert "warning: HF_TOKEN (secretKeyRef hf/token) needs the cluster and is not set in this shell" in err
-    assert "warning: DATASET (configMapKeyRef datasets/current) needs the cluster" in err
-    assert err.count("HF_TOKEN") == 1  # one note per variable, not one per pod
+    assert not any(value in json.dumps(view) for value in shell.values())
 
 
 def test_a_saved_manifest_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -219,3 +234,34 @@ def test_stopping_a_pod_reaches_processes_in_other_sessions() -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_run_reads_at_most_the_size_limit_from_stdin() -> None:
+    import io
+
+    from elastic_compile.core.loader import MAX_BYTES
+    from elastic_compile.localrun.cli import load_source
+    from elastic_compile.localrun.process import RunError
+
+    stdin = io.BytesIO(b"# " + b"x" * (4 * MAX_BYTES))
+    with pytest.raises(RunError, match="larger than 1048576 bytes"):
+        load_source("-", stdin=stdin)
+    assert stdin.tell() == MAX_BYTES + 1
+
+
+def test_run_reads_at_most_the_size_limit_from_a_file(tmp_path: Path) -> None:
+    """``run /dev/zero`` once read until memory ran out; now it stops at the limit (in a limited child)."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    run = subprocess.run(
+        [sys.executable, "-m", "elastic_compile.compiler.cli", "run", "/dev/zero", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit,
+        check=False,
+    )
+    assert (run.returncode, run.stderr) == (2, "elastic-compile run: error: /dev/zero: the file is larger than 1048576 bytes\n")
