@@ -19,10 +19,11 @@ rank = dist.get_rank()
 if len(sys.argv) > 1 and sys.argv[1] == "detach" and rank == 0:
     # A daemon the way a careless script starts one: its own session, a clean environment,
     # its parent gone at once, so it is no longer a descendant of the pod.
-    code = "import os, time\nif os.fork(): os._exit(0)\nopen(os.environ['OUT'], 'w').write(str(os.getpid()))\ntime.sleep(600)"
-    subprocess.Popen(
-        [sys.executable, "-c", code], env={"OUT": str(probe / "daemon")}, start_new_session=True
-    ).wait()
+    code = (
+        "import os, time\nif os.fork(): os._exit(0)\n"
+        "open(os.environ['OUT'], 'w').write(str(os.getpid()))\ntime.sleep(600)"
+    )
+    subprocess.Popen([sys.executable, "-c", code], env={"OUT": str(probe / "daemon")}, start_new_session=True).wait()
 (probe / f"pid-{rank}").write_text(str(os.getpid()))
 deadline = time.monotonic() + 120  # a guard for a test that died, not a measure
 while not (probe / "release").exists() and time.monotonic() < deadline:

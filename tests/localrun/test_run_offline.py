@@ -264,4 +264,5 @@ def test_run_reads_at_most_the_size_limit_from_a_file(tmp_path: Path) -> None:
         preexec_fn=limit,
         check=False,
     )
-    assert (run.returncode, run.stderr) == (2, "elastic-compile run: error: /dev/zero: the file is larger than 1048576 bytes\n")
+    expected = "elastic-compile run: error: /dev/zero: the file is larger than 1048576 bytes\n"
+    assert (run.returncode, run.stderr) == (2, expected)
