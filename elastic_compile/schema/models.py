@@ -925,6 +925,13 @@ class ElasticSpec(_Model):
         description="Allow Istio's sidecar in the pods. Default false: the sidecar breaks rendezvous "
         '(kubeflow/trainer#1637), so pods get sidecar.istio.io/inject: "false".',
     )
+    network_policy: bool = Field(
+        False,
+        description="Also emit a NetworkPolicy that admits ingress to the job's pods only from pods of the same "
+        "job, so that the rendezvous store (which loads pickles) and the NCCL/gloo ports are not open to the whole "
+        "pod network. Default false: it needs a CNI that enforces NetworkPolicy, and it cuts ingress that clusters "
+        "often rely on (metrics scrapes, service meshes); see docs/security.md.",
+    )
     flyte: FlyteTarget | None = Field(None, description="Flyte registration target for -t flyte.")
     trainjob: TrainJobSettings = Field(
         default_factory=TrainJobSettings, description="Kubeflow Trainer v2 settings for -t trainjob."
