@@ -310,20 +310,26 @@ def _malicious_dir(tmp_path: Path, name: str, text: str) -> Path:
     return folder
 
 
-def test_sandbox_escapes_are_blocked(tmp_path: Path) -> None:
-    """Every escape attempt, in one limited child: exit 2, one line naming the template, no marker."""
-    folders = {name: _malicious_dir(tmp_path, name, text) for name, text in BLOCKED.items()}
+def _run_batch(tmp_path: Path, folders: dict[str, Path], *, timeout: float) -> dict[str, Any]:
+    """The CLI on every folder in one child under :func:`_limits`: ``{folder: {"code", "stderr"}}``."""
     results_path = tmp_path / "results.json"
     run = subprocess.run(
         [sys.executable, "-c", BATCH_DRIVER, str(results_path), MINIMAL, *map(str, folders.values())],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         preexec_fn=_limits,
         check=False,
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    results = json.loads(results_path.read_text())
+    results: dict[str, Any] = json.loads(results_path.read_text())
+    return results
+
+
+def test_sandbox_escapes_are_blocked(tmp_path: Path) -> None:
+    """Every escape attempt, in one limited child: exit 2, one line naming the template, no marker."""
+    folders = {name: _malicious_dir(tmp_path, name, text) for name, text in BLOCKED.items()}
+    results = _run_batch(tmp_path, folders, timeout=120)
     assert not (tmp_path / "PWNED").exists(), "a template ran a command"
     failures = []
     for name, folder in folders.items():
@@ -367,17 +373,7 @@ def test_resource_exhaustion_fails_fast_with_a_compile_error(tmp_path: Path, nam
 def test_each_bomb_is_stopped_by_its_bound(tmp_path: Path) -> None:
     """Every bomb in one child under the same limits: exit 2, one line, the bound that stopped it."""
     folders = {name: _malicious_dir(tmp_path, name, text) for name, (text, _) in BOMBS.items()}
-    results_path = tmp_path / "results.json"
-    run = subprocess.run(
-        [sys.executable, "-c", BATCH_DRIVER, str(results_path), MINIMAL, *map(str, folders.values())],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=_limits,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    results = json.loads(results_path.read_text())
+    results = _run_batch(tmp_path, folders, timeout=300)
     failures = []
     for name, folder in folders.items():
         result, fragment = results[str(folder)], BOMBS[name][1]
