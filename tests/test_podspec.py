@@ -34,8 +34,8 @@ def _lines(fragment: str) -> list[str]:
         ),
         (
             "    containers:\n      - name: side\n",
-            "s.yaml:7:9: pod_template.spec.containers[0]: a sidecar needs an image, without spaces (Kubernetes rejects "
-            "containers without one)",
+            "s.yaml:7:9: pod_template.spec.containers[0]: a sidecar needs an image reference: "
+            "[registry[:port]/]path[:tag][@digest], ASCII",
         ),
         (
             "    securityContext: {runAsUser: '1000'}\n",

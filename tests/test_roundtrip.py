@@ -23,6 +23,7 @@ from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.emit import plain, to_yaml
 from elastic_compile.core.errors import SpecError
 from elastic_compile.core.loader import load_text
+from elastic_compile.schema.models import _is_image
 
 TRICKY = [
     "true", "no", "on", "off", "yes", "Y", "null", "~", "1e3", "1e-4", "0o17", "0x1F", "0755", "1:30", "1_000",
@@ -32,13 +33,13 @@ TRICKY = [
 ]  # fmt: skip
 
 # Values the schema accepts in each field (it rejects the rest with a located error).
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 
 text_values = st.text(st.characters(exclude_categories=("Cs",)), max_size=40) | st.sampled_from(TRICKY)
 
 
 def _spec(value: str) -> dict[str, Any]:
-    image = value if value and value.isprintable() and not any(c.isspace() for c in value) else "x:1"
+    image = value if _is_image(value) else "x:1"
     label = value if len(value) <= 63 and _LABEL_VALUE.match(value) else "ok"
     return {
         "name": "roundtrip",

@@ -2,7 +2,7 @@
 
 ::
 
-    elastic-compile run SPEC_OR_MANIFEST [--nodes N] [--nproc-per-node N]
+    elastic-compile run SPEC_OR_MANIFEST [--nodes N] [--nproc-per-node N] [--env NAME=VALUE ...] [--host-network]
                         [--kill POD@SECONDS|POD@/TEXT/ ...] [--timeout SECONDS] [--workdir DIR] [--dry-run]
 
 The input is an ``elastic.yaml`` (compiled in-process by the real pipeline, for its own
@@ -157,6 +157,12 @@ def parse_args(argv: Sequence[str]) -> Options:
         help="the pods' working directory (default: the file's directory; the current one for stdin)",
     )
     p.add_argument(
+        "--host-network",
+        action="store_true",
+        help="run the pods in this machine's network instead of a private one with only loopback: the "
+        "rendezvous and worker stores then listen on every interface (torch binds them so)",
+    )
+    p.add_argument(
         "--env",
         type=_env_pair,
         action="append",
@@ -181,6 +187,7 @@ def parse_args(argv: Sequence[str]) -> Options:
         workdir=ns.workdir,
         dry_run=ns.dry_run,
         env=tuple(ns.env),
+        host_network=ns.host_network,
     )
 
 

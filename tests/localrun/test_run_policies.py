@@ -95,7 +95,11 @@ def test_busy_rendezvous_port_is_replaced_by_a_free_one(tmp_path: Path, marker: 
     path = _job(
         tmp_path, marker, "twopods", ["python", "-c", "print('hello')"], f"nnodes: 2\nrdzv: {{port: {busy_port}}}\n"
     )
+    # In the pods' private network nothing else listens; in this machine's (--host-network) the port moves.
     result = run([str(path)], timeout=120)
+    assert result.code == 0, result.report
+    assert "is in use on this machine" not in result.err and f"PET_RDZV_ENDPOINT=127.0.0.1:{busy_port}" in result.err
+    result = run([str(path), "--host-network"], timeout=120)
     assert result.code == 0, result.report
     found = re.search(rf"rendezvous port {busy_port} is in use on this machine; using (\d+)", result.err)
     assert found, result.report
