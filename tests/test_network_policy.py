@@ -71,7 +71,7 @@ def test_the_policy_is_valid_and_admits_only_the_jobs_pods() -> None:
 def test_the_policy_is_a_resource_of_the_base(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
     spec.write_text(BASE + "network_policy: true\n")
-    assert main([str(spec), "-o", str(tmp_path / "base")]) == 0
+    assert main([str(spec), "-o", str(tmp_path / "base"), "--root", str(tmp_path)]) == 0
     kustomization = yaml.safe_load((tmp_path / "base" / "kustomization.yaml").read_text())
     assert kustomization["resources"] == ["pytorchjob.yaml", "networkpolicy.yaml"]
 
