@@ -189,8 +189,10 @@ class _LibComposer(_Composer):
     recursion), so deep nesting reaches our depth limit as with the pure parser.
     """
 
-    def __init__(self, stream: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_VALUES) -> None:
-        super().__init__("", max_depth, max_nodes)
+    def __init__(
+        self, stream: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_VALUES, max_chars: int = MAX_EXPANDED_CHARS
+    ) -> None:
+        super().__init__("", max_depth, max_nodes, max_chars)
         events = _CParser(stream)
         self.check_event = events.check_event  # type: ignore[method-assign]
         self.peek_event = events.peek_event  # type: ignore[method-assign]
@@ -224,15 +226,17 @@ if LIBYAML:
 _PYYAML_ONLY = re.compile("[\t?!\ufeff]|" + Reader.NON_PRINTABLE.pattern)
 
 
-def _composers(text: str, max_depth: int, max_nodes: int) -> Iterator[_Composer]:
+def _composers(text: str, max_depth: int, max_nodes: int, max_chars: int) -> Iterator[_Composer]:
     """libyaml first when it is there, then PyYAML's parser (see :func:`_compose`)."""
     if _Backend.libyaml and _PYYAML_ONLY.search(text, 1 if text[:1] == "\ufeff" else 0) is None:
         with suppress(UnicodeEncodeError):  # lone surrogates (text given as str): libyaml takes UTF-8 only
-            yield _LibComposer(text, max_depth, max_nodes)
-    yield _Composer(text, max_depth, max_nodes)
+            yield _LibComposer(text, max_depth, max_nodes, max_chars)
+    yield _Composer(text, max_depth, max_nodes, max_chars)
 
 
-def _compose(text: str, max_depth: int, max_nodes: int, read: Callable[[_Composer], _T]) -> _T:
+def _compose(
+    text: str, max_depth: int, max_nodes: int, read: Callable[[_Composer], _T], max_chars: int = MAX_EXPANDED_CHARS
+) -> _T:
     """``read(composer)`` with libyaml's events, or PyYAML's where libyaml finds an error.
 
     libyaml and PyYAML accept the same YAML, but word their errors differently and report
@@ -241,7 +245,7 @@ def _compose(text: str, max_depth: int, max_nodes: int, read: Callable[[_Compose
     accepts it: it also reads the \\u escapes of surrogate pairs that JSON writes). Limits
     (``_LoadLimit``) are ours and the same on both paths, so they are not retried.
     """
-    composers = _composers(text, max_depth, max_nodes)
+    composers = _composers(text, max_depth, max_nodes, max_chars)
     for composer in composers:
         if isinstance(composer, _LibComposer):
             try:
@@ -531,7 +535,7 @@ def load_text(
         if trusted and _Backend.libyaml:
             root = _TrustedComposer(text).get_single_node()
         else:
-            root = _compose(text, max_depth, max_values, lambda c: c.get_single_node())
+            root = _compose(text, max_depth, max_values, lambda c: c.get_single_node(), max_chars)
     except (_LoadLimit, yaml.YAMLError) as e:
         raise SpecError([_parse_problem(e, file, text)]) from e
     if root is None:
