@@ -226,7 +226,7 @@ if LIBYAML:
 _PYYAML_ONLY = re.compile("[\t?!\ufeff]|" + Reader.NON_PRINTABLE.pattern)
 
 
-def _composers(text: str, max_depth: int, max_nodes: int, max_chars: int) -> Iterator[_Composer]:
+def _composers(text: str, max_depth: int, max_nodes: int, max_chars: int = MAX_EXPANDED_CHARS) -> Iterator[_Composer]:
     """libyaml first when it is there, then PyYAML's parser (see :func:`_compose`)."""
     if _Backend.libyaml and _PYYAML_ONLY.search(text, 1 if text[:1] == "\ufeff" else 0) is None:
         with suppress(UnicodeEncodeError):  # lone surrogates (text given as str): libyaml takes UTF-8 only
