@@ -6,7 +6,8 @@ puts on every pod of the job and admits ingress only from pods with the same lab
 namespace, any port: NCCL and gloo pick theirs). Checked here: the emitted object is valid
 for Kubernetes, selects exactly what the operator labels, admits exactly the job's pods
 when evaluated as a CNI would, is off by default, is listed in ``-o`` bases, and cannot
-be widened by a custom template.
+be widened by a custom template. The same for a TrainJob (``-t trainjob``), whose pods JobSet
+labels with the JobSet's name, which is the TrainJob's.
 """
 
 from __future__ import annotations
@@ -21,9 +22,16 @@ from elastic_compile import contract
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core import crdcheck
-from elastic_compile.localrun.kubeflow import pods
+from elastic_compile.localrun import kubeflow, trainer
+from elastic_compile.targets.trainjob import api
 
 BASE = "name: train\nnamespace: ml\nimage: ghcr.io/x/y:1.0\ncommand: [python, t.py]\nnnodes: 2\n"
+TRAINJOB = BASE + "target: trainjob\nnproc_per_node: 2\n"
+# Each engine's spec, the label its controller puts on every pod of the job, and the job's kind.
+ENGINES = {
+    "pytorchjob": (BASE, contract.LABEL_JOB_NAME, "PyTorchJob"),
+    "trainjob": (TRAINJOB, api.LABEL_JOBSET_NAME, "TrainJob"),
+}
 
 
 def _docs(text: str) -> list[dict[str, Any]]:
@@ -43,12 +51,24 @@ def _admits(policy: dict[str, Any], source_ns: str, source: dict[str, str], targ
     return any(same_ns and _selects(peer["podSelector"], source) for rule in spec["ingress"] for peer in rule["from"])
 
 
-def test_off_by_default() -> None:
-    assert [d["kind"] for d in _docs(BASE)] == ["PyTorchJob"]
+def _pod_labels(job: dict[str, Any]) -> list[dict[str, str]]:
+    """The labels each pod of ``job`` gets from its engine (the localrun emulations compute them)."""
+    if job["kind"] == "TrainJob":
+        return [p.labels for p in trainer.pods(job)]
+    return [p.labels for p in kubeflow.pods(job)]
 
 
-def test_the_policy_is_valid_and_admits_only_the_jobs_pods() -> None:
-    job, policy = _docs(BASE + "network_policy: true\n")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_off_by_default(engine: str) -> None:
+    base, _label, kind = ENGINES[engine]
+    assert [d["kind"] for d in _docs(base)] == [kind]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_policy_is_valid_and_admits_only_the_jobs_pods(engine: str) -> None:
+    base, label, kind = ENGINES[engine]
+    job, policy = _docs(base + "network_policy: true\n")
+    assert job["kind"] == kind
     assert (policy["apiVersion"], policy["kind"], policy["metadata"]) == (
         "networking.k8s.io/v1",
         "NetworkPolicy",
@@ -57,10 +77,11 @@ def test_the_policy_is_valid_and_admits_only_the_jobs_pods() -> None:
     assert crdcheck.core_errors(policy) == []
     assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress (data, the API server) untouched
     assert all("ports" not in rule for rule in policy["spec"]["ingress"])  # NCCL and gloo ports are random
-    # The labels the operator gives the job's pods (kubeflow.pods emulates it), and others.
-    ours = [p.labels for p in pods(job)]
+    assert policy["spec"]["podSelector"] == {"matchLabels": {label: "train"}}
+    # The labels the engine gives the job's pods (kubeflow.pods and trainer.pods emulate it), and others.
+    ours = _pod_labels(job)
     assert len(ours) == 2
-    other_job = dict(ours[0], **{contract.LABEL_JOB_NAME: "other"})
+    other_job = dict(ours[0], **{label: "other"})
     for target in ours:
         assert all(_admits(policy, "ml", source, target) for source in ours)
         assert not _admits(policy, "ml", other_job, target)
@@ -68,17 +89,32 @@ def test_the_policy_is_valid_and_admits_only_the_jobs_pods() -> None:
         assert not _admits(policy, "other-namespace", ours[0], target)
 
 
-def test_the_policy_is_a_resource_of_the_base(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_policy_is_a_resource_of_the_base(tmp_path: Path, engine: str) -> None:
     spec = tmp_path / "s.yaml"
-    spec.write_text(BASE + "network_policy: true\n")
+    spec.write_text(ENGINES[engine][0] + "network_policy: true\n")
     assert main([str(spec), "-o", str(tmp_path / "base"), "--root", str(tmp_path)]) == 0
     kustomization = yaml.safe_load((tmp_path / "base" / "kustomization.yaml").read_text())
-    assert kustomization["resources"] == ["pytorchjob.yaml", "networkpolicy.yaml"]
+    assert kustomization["resources"] == [f"{engine}.yaml", "networkpolicy.yaml"]
 
 
-def test_a_custom_template_cannot_widen_the_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_trainjob_policy_follows_our_runtime(tmp_path: Path) -> None:
+    """With our TrainingRuntime (a sidecar needs one), the pods of every replicated job are selected."""
+    text = TRAINJOB + "network_policy: true\npod_template:\n  spec:\n    initContainers:\n"
+    text += "      - {name: proxy, image: 'ghcr.io/x/proxy:1.0', restartPolicy: Always}\n"
+    runtime, job, policy = _docs(text)
+    assert [d["kind"] for d in (runtime, job, policy)] == ["TrainingRuntime", "TrainJob", "NetworkPolicy"]
+    ours = [p.labels for p in trainer.pods(job, runtime)]
+    assert len(ours) == 2 and all(_admits(policy, "ml", a, b) for a in ours for b in ours)
+    assert not _admits(policy, "ml", dict(ours[0], **{api.LABEL_JOBSET_NAME: "other"}), ours[1])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_custom_template_cannot_widen_the_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str
+) -> None:
     spec = tmp_path / "s.yaml"
-    spec.write_text(BASE + "network_policy: true\n")
+    spec.write_text(ENGINES[engine][0] + "network_policy: true\n")
     templates = tmp_path / "templates"
     templates.mkdir()
     (templates / "networkpolicy.yaml.j2").write_text(

@@ -8,8 +8,9 @@ on any port (NCCL and gloo pick theirs at random). Egress is left alone: pods st
 data and reach the API server.
 
 Each target that runs pods names its own label (the PyTorchJob operator's
-``training.kubeflow.org/job-name``; Trainer v2 labels its pods otherwise) and renders
-``networkpolicy.yaml.j2`` with :func:`network_policy_document`.
+``training.kubeflow.org/job-name``; for a TrainJob, JobSet's ``jobset.sigs.k8s.io/jobset-name``,
+the JobSet being named after the TrainJob) and renders ``networkpolicy.yaml.j2`` with
+:func:`network_policy_document`.
 """
 
 from __future__ import annotations
