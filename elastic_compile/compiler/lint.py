@@ -261,7 +261,7 @@ def output_lints(doc: Any, port: int) -> list[Lint]:
     found: list[Lint] = []
     for path, pod in _pod_specs(doc, ()):
         found.extend(_pod_host_namespaces(path, pod, port))
-        for kind in ("containers", "initContainers", "ephemeralContainers"):
+        for kind in _CONTAINER_LISTS:
             items = pod.get(kind)
             for index, container in enumerate(items if isinstance(items, list) else []):
                 if isinstance(container, dict):
@@ -273,10 +273,17 @@ def output_lints(doc: Any, port: int) -> list[Lint]:
     return found
 
 
+_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
 def _pod_specs(node: Any, path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every pod spec in a document (a mapping with a list of containers), wherever it sits."""
+    """Every pod spec in a document (a mapping with a list of containers of any kind), wherever it sits.
+
+    Any kind: a TrainJob's runtimePatches entry patches a pod spec through the containers it
+    names, and may name only init containers.
+    """
     if isinstance(node, dict):
-        if isinstance(node.get("containers"), list):
+        if any(isinstance(node.get(kind), list) for kind in _CONTAINER_LISTS):
             yield path, node
         for key, value in node.items():
             yield from _pod_specs(value, (*path, key))
