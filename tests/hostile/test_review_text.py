@@ -170,13 +170,14 @@ def test_explain_prints_no_raw_control_sequence(capsys: pytest.CaptureFixture[st
     assert "\\u001b[2J" in out and "\\x9b31m" in out and "\\u202e" in out
 
 
-def test_run_prints_no_raw_control_sequence(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["pytorchjob", "trainjob"])
+def test_run_prints_no_raw_control_sequence(tmp_path: Path, engine: str) -> None:
     """A pod whose output and env carry escape sequences: every line run prints is plain text."""
     spec = tmp_path / "s.yaml"
     spec.write_text(
         "name: t\nimage: ghcr.io/x/y:1.0\n"
         "command: [python, -c, \"print('\\\\x1b]0;pwned\\\\x07\\\\x1b[2J\\\\u202e done')\"]\n"
-        'env: {NOTE: "\\e[31mred\\u202E"}\n'
+        'env: {NOTE: "\\e[31mred\\u202E"}\n' + ("target: trainjob\nnproc_per_node: 1\n" if engine == "trainjob" else "")
     )
     out, err = io.StringIO(), io.StringIO()
     code = run_main([str(spec), "--dry-run"], stdout=out, stderr=err)
@@ -187,4 +188,5 @@ def test_run_prints_no_raw_control_sequence(tmp_path: Path) -> None:
     assert code == 0, err.getvalue()
     lines = (out.getvalue() + err.getvalue()).splitlines()
     assert all(line.isprintable() for line in lines), [line for line in lines if not line.isprintable()]
-    assert "\\x1b]0;pwned\\x07\\x1b[2J\\u202e done" in out.getvalue()
+    pod = "t-node-0-0" if engine == "trainjob" else "t-worker-0"
+    assert f"[{pod}] \\x1b]0;pwned\\x07\\x1b[2J\\u202e done" in out.getvalue()

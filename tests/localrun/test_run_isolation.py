@@ -6,7 +6,8 @@ and the workers' store of a job run here listened on this machine's public addre
 interface is ``lo``. Checked from outside, on the live sockets of a running two-pod job:
 the pods' namespace is not this one, holds only ``lo``, and has the stores listening; this
 namespace has nothing listening on their ports. A daemon a worker detaches (own session,
-clean environment, reparented away from the pod) does not outlive ``run``.
+clean environment, reparented away from the pod) does not outlive ``run``. Both hold for a
+PyTorchJob and for a TrainJob (whose rendezvous store listens on node 0's PET_MASTER_PORT).
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("torch_installed")]
 
 PROBE = ROOT / "tests" / "localrun" / "probe_network.py"
 GUARD_SECONDS = 180.0  # a hang guard only; never an assertion
+# Each engine: what the spec adds to be compiled for it, the port its rendezvous store takes,
+# and the name of the pod that hosts it.
+ENGINES = {
+    "pytorchjob": ("", 23456, "iso-worker-0"),
+    "trainjob": ("target: trainjob\n", 29500, "iso-node-0-0"),
+}
 
 
 def _wait_for(path: Path, running: Running) -> None:
@@ -34,18 +41,19 @@ def _wait_for(path: Path, running: Running) -> None:
         time.sleep(0.1)
 
 
-def _job(tmp_path: Path, marker: str, *args: str) -> Path:
+def _job(tmp_path: Path, marker: str, engine: str, *args: str) -> Path:
     probe = tmp_path / "probe"
     probe.mkdir()
     words = ", ".join(["python", str(PROBE), *args])
-    body = f"command: [{words}]\nnnodes: 2\nnproc_per_node: 2\nmonitor_interval: 0.5\n"
+    body = f"command: [{words}]\nnnodes: 2\nnproc_per_node: 2\nmonitor_interval: 0.5\n{ENGINES[engine][0]}"
     path = tmp_path / "job.yaml"
     path.write_text(spec("iso", marker, body).replace("env:\n", f"env:\n  PROBE_DIR: {probe}\n"))
     return path
 
 
-def test_every_store_listens_only_on_loopback_during_a_run(tmp_path: Path, marker: str) -> None:
-    path = _job(tmp_path, marker)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_store_listens_only_on_loopback_during_a_run(tmp_path: Path, marker: str, engine: str) -> None:
+    path = _job(tmp_path, marker, engine)
     probe = tmp_path / "probe"
     running = Running.start([str(path), "--timeout", "300"])
     try:
@@ -53,11 +61,11 @@ def test_every_store_listens_only_on_loopback_during_a_run(tmp_path: Path, marke
         worker = int((probe / "pid-0").read_text())
         pod_sockets = listening_sockets(worker)
         ports = {port for _, port, _ in pod_sockets}
-        # The job's stores listen (the c10d rendezvous store on 23456 and the workers' store),
-        # inside the pods' own network ...
+        # The job's stores listen (the c10d rendezvous store: 23456 for a PyTorchJob, node 0's
+        # PET_MASTER_PORT 29500 for a TrainJob; and the workers' store), inside the pods' own network ...
         assert os.readlink(f"/proc/{worker}/ns/net") != os.readlink("/proc/self/ns/net")
         assert interfaces(worker) == ["lo"], interfaces(worker)
-        assert 23456 in ports and len(ports) >= 2, pod_sockets
+        assert ENGINES[engine][1] in ports and len(ports) >= 2, pod_sockets
         # ... and none of those sockets is in this machine's network (compared by socket, not
         # by port: other jobs on this machine may use 23456 too).
         host = {inode for _, _, inode in listening_sockets()}
@@ -66,11 +74,12 @@ def test_every_store_listens_only_on_loopback_during_a_run(tmp_path: Path, marke
         (probe / "release").write_text("")
     result = running.finish(timeout=GUARD_SECONDS)
     assert result.code == 0, result.report
-    assert "rank 0 released" in result.out
+    assert f"[{ENGINES[engine][2]}] rank 0 released" in result.out, result.report
 
 
-def test_a_detached_daemon_does_not_outlive_run(tmp_path: Path, marker: str) -> None:
-    path = _job(tmp_path, marker, "detach")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_detached_daemon_does_not_outlive_run(tmp_path: Path, marker: str, engine: str) -> None:
+    path = _job(tmp_path, marker, engine, "detach")
     probe = tmp_path / "probe"
     running = Running.start([str(path), "--timeout", "300"])
     try:

@@ -5,7 +5,9 @@ compiled manifest, and real ``elastic_launch`` trains at world size 2 x nproc; a
 failure with ``max_restarts: 1`` restarts the worker group in place and the job succeeds.
 Around it, the engine's own rules on small real processes: pod names, the five PET_*
 variables, the runtime merged with the patches, OnFailure restarts counted against
-backoffLimit, Never replacing pods.
+backoffLimit, Never replacing pods. And what ``run`` guarantees for any engine (issue 18):
+cluster-only env values come from ``--env`` alone, never from this shell, and input stops
+at 1 MiB (the private network and the orphan sweep: test_run_isolation.py).
 """
 
 from __future__ import annotations
@@ -171,3 +173,34 @@ def test_help_names_the_trainjob(capsys: pytest.CaptureFixture[str]) -> None:
     text = " ".join(capsys.readouterr().out.split())
     assert "compiled PyTorchJob or TrainJob" in text
     assert "a TrainJob's numNodes" in text and "a TrainJob's numProcPerNode" in text
+
+
+def test_secret_refs_come_only_from_env_flags_never_from_this_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI runner's variables reach a TrainJob's pods only when named with --env."""
+    monkeypatch.setenv("WANDB_API_KEY", "from-the-shell")
+    monkeypatch.setenv("HF_TOKEN", "also-from-the-shell")
+    monkeypatch.setenv("CI_JOB_TOKEN", "s1-runner")  # asked for by nothing
+    manifest = GOLDEN / "env-secret-refs" / "trainjob.yaml"
+    result = run([str(manifest), "--dry-run", "--env", "WANDB_API_KEY=given"], timeout=120)
+    assert result.code == 0, result.report
+    view = json.loads(result.out)
+    assert [p["name"] for p in view["pods"]] == ["wandb-logged-node-0-0", "wandb-logged-node-0-1"]
+    assert [p["env"].get("WANDB_API_KEY") for p in view["pods"]] == ["given", "given"]
+    assert [p["env"].get("HF_TOKEN") for p in view["pods"]] == [None, None]  # set in the shell, not passed
+    assert not any(v in result.out for v in ("from-the-shell", "also-from-the-shell", "s1-runner"))
+    assert "WANDB_API_KEY: taken from --env" in result.err, result.report
+    assert result.err.count("warning: HF_TOKEN needs the cluster: skipped (pass --env HF_TOKEN=VALUE") == 1
+    assert "warning: DATASET needs the cluster" in result.err
+
+
+def test_a_trainjob_over_the_size_limit_is_not_read_past_it(tmp_path: Path) -> None:
+    from elastic_compile.core.loader import MAX_BYTES
+
+    manifest = tmp_path / "big.yaml"
+    text = (GOLDEN / "minimal" / "trainjob.yaml").read_text(encoding="utf-8")
+    manifest.write_text(text + "# " + "x" * MAX_BYTES + "\n", encoding="utf-8")
+    result = run([str(manifest), "--dry-run"], timeout=120)
+    assert (result.code, result.err) == (
+        2,
+        f"elastic-compile run: error: {manifest}: the file is larger than 1048576 bytes\n",
+    )
