@@ -35,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Other commands: 'elastic-compile schema' prints the JSON Schema of elastic.yaml; "
         "'elastic-compile import MANIFEST' writes an elastic.yaml for a PyTorchJob written by hand "
         "('import --torchrun -- torchrun ...' for a command line); "
+        "'elastic-compile doctor MANIFEST...' finds the known traps in manifests written by hand; "
         "'elastic-compile run SPEC_OR_MANIFEST' runs the job on this machine, one process per pod.",
     )
     # nargs="*": with -o, `--check spec.yaml` may have taken the only spec (see _compile).
@@ -101,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _schema(args_list[1:])
         if args_list[:1] == ["import"]:
             return _import(args_list[1:])
+        if args_list[:1] == ["doctor"]:
+            return _doctor(args_list[1:])
         if args_list[:1] == ["run"]:
             from elastic_compile.localrun.cli import main as run_main
 
@@ -201,6 +204,29 @@ def _import(argv: Sequence[str]) -> int:
             print(note, file=sys.stderr)
     sys.stdout.write("---\n".join(r.text for r in results))
     return EXIT_OK
+
+
+def _doctor(argv: Sequence[str]) -> int:
+    from elastic_compile.compiler import doctor
+
+    p = _Parser(
+        prog="elastic-compile doctor",
+        description="Find the known traps in manifests we did not write (PyTorchJobs in any YAML stream, "
+        "- for standard input, e.g. kubectl kustomize output): one located line per finding with a stable "
+        "code (DRxxx, docs/adopting.md). Exit 1 when anything is found.",
+    )
+    p.add_argument("manifests", nargs="+", metavar="MANIFEST", help="manifest files; - reads standard input")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    ns = p.parse_args(list(argv))
+    reports = doctor.doctor_paths(ns.manifests)
+    found = False
+    for path, report in zip(ns.manifests, reports, strict=True):
+        for problem in report.problems:
+            found = True
+            print(problem)
+        if not report.jobs:
+            print(f"elastic-compile doctor: {path}: no {doctor.kinds()} to check", file=sys.stderr)
+    return EXIT_DRIFT if found else EXIT_OK
 
 
 def _compile(ns: argparse.Namespace) -> int:

@@ -9,14 +9,36 @@ resources, Kubernetes' own for core kinds.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
+from elastic_compile.core.crdcheck import join_path
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.schema import compact
 
 #: A field of the spec, as the loader locates it: ("pod_template", "spec", "containers", 0).
 FieldPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong with a document: the rule that found it, where (a path in it), and what.
+
+    ``str()`` gives the ``path: message`` line the compile-time checks print;
+    ``elastic-compile doctor`` locates it in the file and gives the rule its code.
+    """
+
+    rule: str
+    path: FieldPath
+    message: str
+
+    def __str__(self) -> str:
+        where = ""
+        for part in self.path:
+            where = join_path(where, part)
+        return f"{where}: {self.message}"
+
 
 #: ObjectMeta fields the API server sets: a manifest to create must not carry them
 #: (``resourceVersion`` on a create is rejected; the others are overwritten or ignored,

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from elastic_compile.contract import TRAINING_CONTAINER
-from elastic_compile.core.crdcheck import as_int, as_mapping, join_path, name_errors, show
+from elastic_compile.core.crdcheck import as_int, as_mapping, name_errors, show
+from elastic_compile.targets.checks import FieldPath as Path
+from elastic_compile.targets.checks import Finding
 
 # apimachinery IsDNS1035Label: the operator names pods and services "<job>-<type>-<index>".
 _DNS1035_MAX: Final = 63
@@ -22,21 +24,32 @@ _MANAGED_BY: Final = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikue
 
 
 def webhook_errors(job: Mapping[str, Any]) -> list[str]:
-    """The training-operator v1.9.4 webhook's verdict on ``job``, plus our runtime traps.
+    """The training-operator v1.9.4 webhook's verdict on ``job``, plus our runtime traps, as lines.
 
     The webhook sees the raw, undefaulted object (v1 has no mutating webhook,
     kubeflow-pytorchjob.md §2), so neither do we default anything here. The traps
     (kubeflow-pytorchjob.md §7) pass the webhook but fail once the job runs; their
     messages say so.
     """
-    errors = name_errors(job)
+    return list(dict.fromkeys(str(finding) for finding in webhook_findings(job)))
+
+
+def webhook_findings(job: Mapping[str, Any]) -> list[Finding]:
+    """:func:`webhook_errors` as findings: each names its rule (``webhook`` for the webhook's own)."""
+    found: list[Finding] = []
+    for line in name_errors(job):
+        where, _, message = line.partition(": ")
+        found.append(Finding("webhook", tuple(where.split(".")), message))
     spec = as_mapping(job.get("spec"))
-    specs_path = "spec.pytorchReplicaSpecs"
+    specs_path: Path = ("spec", "pytorchReplicaSpecs")
+
+    def webhook(path: Path, message: str) -> None:
+        found.append(Finding("webhook", path, message))
 
     managed_by = as_mapping(spec.get("runPolicy")).get("managedBy")
     if managed_by is not None and managed_by not in _MANAGED_BY:
         allowed = ", ".join(_MANAGED_BY)
-        errors.append(f"spec.runPolicy.managedBy: must be unset or one of {allowed} (given: {show(managed_by)})")
+        webhook(("spec", "runPolicy", "managedBy"), f"must be unset or one of {allowed} (given: {show(managed_by)})")
 
     raw_specs = spec.get("pytorchReplicaSpecs")
     replica_specs = as_mapping(raw_specs)
@@ -45,83 +58,106 @@ def webhook_errors(job: Mapping[str, Any]) -> list[str]:
     elastic = spec.get("elasticPolicy")
     if elastic is not None:
         if "Worker" not in replica_specs:
-            errors.append(f"{specs_path}.Worker: required when elasticPolicy is set")
+            webhook((*specs_path, "Worker"), "required when elasticPolicy is set")
         if as_mapping(elastic).get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
-            errors.append(
-                "spec.elasticPolicy.nProcPerNode: forbidden together with spec.nprocPerNode "
-                "(deprecated; use spec.nprocPerNode only)"
+            webhook(
+                ("spec", "elasticPolicy", "nProcPerNode"),
+                "forbidden together with spec.nprocPerNode (deprecated; use spec.nprocPerNode only)",
             )
 
     if raw_specs is None:
-        errors.append(f"{specs_path}: required field is missing")
+        webhook(specs_path, "required field is missing")
     for rtype, raw_rspec in replica_specs.items():
-        role = join_path(specs_path, str(rtype))
+        role: Path = (*specs_path, str(rtype))
         rspec = as_mapping(raw_rspec)
-        containers_path = f"{role}.template.spec.containers"
+        containers_path: Path = (*role, "template", "spec", "containers")
         if rtype not in _REPLICA_TYPES:
-            errors.append(f"{role}: unsupported replica type (supported: {', '.join(_REPLICA_TYPES)})")
+            webhook(role, f"unsupported replica type (supported: {', '.join(_REPLICA_TYPES)})")
         containers = as_mapping(as_mapping(rspec.get("template")).get("spec")).get("containers")
         containers = containers if isinstance(containers, list) else []
         if not containers:
-            errors.append(f"{containers_path}: at least one container is required")
+            webhook(containers_path, "at least one container is required")
         has_training = False
         for index, raw_container in enumerate(containers):
             container = as_mapping(raw_container)
             if not container.get("image"):
-                errors.append(f"{containers_path}[{index}].image: required field is missing")
+                webhook((*containers_path, index, "image"), "required field is missing")
             has_training = has_training or container.get("name") == TRAINING_CONTAINER
         if not has_training:
-            errors.append(f"{containers_path}: must have a container named {TRAINING_CONTAINER!r}")
+            webhook(containers_path, f"must have a container named {TRAINING_CONTAINER!r}")
         replicas = rspec.get("replicas")
         if rtype == "Master":
             # No defaulting happens before the webhook: an omitted Master.replicas fails.
             if replicas is None:
-                errors.append(f"{role}.replicas: must be set explicitly to 1 (the webhook sees no defaults)")
+                webhook((*role, "replicas"), "must be set explicitly to 1 (the webhook sees no defaults)")
             elif as_int(replicas) != 1:
-                errors.append(f"{role}.replicas: must be 1 (given: {show(replicas)})")
+                webhook((*role, "replicas"), f"must be 1 (given: {show(replicas)})")
         else:
             count = as_int(replicas)
             if count is not None and count < 1:
-                errors.append(f"{role}.replicas: must be at least 1 (given: {count})")
+                webhook((*role, "replicas"), f"must be at least 1 (given: {count})")
 
-    errors.extend(_trap_errors(job, spec, replica_specs, elastic))
-    return list(dict.fromkeys(errors))
+    found.extend(_trap_findings(job, spec, replica_specs, elastic))
+    return list(dict.fromkeys(found))
 
 
-def _trap_errors(
+def _trap_findings(
     job: Mapping[str, Any], spec: Mapping[str, Any], replica_specs: Mapping[str, Any], elastic: Any
-) -> list[str]:
+) -> list[Finding]:
     """What the webhook accepts but the operator or torchrun breaks on (kubeflow-pytorchjob.md §7)."""
-    errors: list[str] = []
+    found: list[Finding] = []
     runtime = "accepted by the webhook, fails at runtime"
     policy = as_mapping(elastic)
     if policy.get("standalone") is True:
-        errors.append(
-            'spec.elasticPolicy.standalone: must not be true: the operator sets PET_STANDALONE="" '
-            f"and torchrun crashes parsing it ({runtime})"
+        found.append(
+            Finding(
+                "standalone",
+                ("spec", "elasticPolicy", "standalone"),
+                f'must not be true: the operator sets PET_STANDALONE="" and torchrun crashes parsing it ({runtime})',
+            )
         )
     if "rdzvConf" in policy and policy["rdzvConf"] == []:
-        errors.append(
-            "spec.elasticPolicy.rdzvConf: must be omitted when empty: the operator's env builder "
-            f"panics on an empty list ({runtime})"
+        found.append(
+            Finding(
+                "empty-rdzv-conf",
+                ("spec", "elasticPolicy", "rdzvConf"),
+                f"must be omitted when empty: the operator's env builder panics on an empty list ({runtime})",
+            )
         )
     if elastic is not None and "Master" in replica_specs:
-        errors.append(
-            "spec.pytorchReplicaSpecs.Master: must not be combined with elasticPolicy: PET_NNODES "
-            "leaves the Master out and rendezvous still points at worker-0 (kubeflow/trainer#2277)"
+        found.append(
+            Finding(
+                "master-with-elastic",
+                ("spec", "pytorchReplicaSpecs", "Master"),
+                "must not be combined with elasticPolicy: PET_NNODES "
+                "leaves the Master out and rendezvous still points at worker-0 (kubeflow/trainer#2277)",
+            )
         )
     if spec.get("pytorchReplicaSpecs") is not None and not replica_specs:
-        errors.append(f"spec.pytorchReplicaSpecs: must define at least one replica type ({runtime})")
+        found.append(
+            Finding(
+                "no-replicas", ("spec", "pytorchReplicaSpecs"), f"must define at least one replica type ({runtime})"
+            )
+        )
     lo, hi = as_int(policy.get("minReplicas")), as_int(policy.get("maxReplicas"))
     workers = as_int(as_mapping(replica_specs.get("Worker")).get("replicas"))
     if elastic is not None and lo is not None and hi is not None:
         if lo > hi:
-            errors.append(f"spec.elasticPolicy: minReplicas {lo} is above maxReplicas {hi} ({runtime})")
+            found.append(
+                Finding(
+                    "elastic-bounds",
+                    ("spec", "elasticPolicy"),
+                    f"minReplicas {lo} is above maxReplicas {hi} ({runtime})",
+                )
+            )
         elif workers is not None and not lo <= workers <= hi:
             # An easy slip with a JSON6902 scale patch that forgets the elastic bounds.
-            errors.append(
-                f"spec.pytorchReplicaSpecs.Worker.replicas: {workers} is outside elasticPolicy "
-                f"[{lo}, {hi}]; PET_NNODES comes from the bounds ({runtime})"
+            found.append(
+                Finding(
+                    "elastic-bounds",
+                    ("spec", "pytorchReplicaSpecs", "Worker", "replicas"),
+                    f"{workers} is outside elasticPolicy [{lo}, {hi}]; PET_NNODES comes from the bounds ({runtime})",
+                )
             )
 
     name = as_mapping(job.get("metadata")).get("name")
@@ -133,8 +169,12 @@ def _trap_errors(
                 count = max(count, as_int(policy.get("maxReplicas")) or 0)
             pod = f"{name}-{str(rtype).lower()}-{count - 1}"
             if len(pod) > _DNS1035_MAX:
-                errors.append(
-                    f"metadata.name: too long for pod and service name {pod!r} ({len(pod)} > "
-                    f"{_DNS1035_MAX} characters; {runtime})"
+                found.append(
+                    Finding(
+                        "name-too-long",
+                        ("metadata", "name"),
+                        f"too long for pod and service name {pod!r} "
+                        f"({len(pod)} > {_DNS1035_MAX} characters; {runtime})",
+                    )
                 )
-    return errors
+    return found

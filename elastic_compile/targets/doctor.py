@@ -1,0 +1,112 @@
+"""Traps in manifests we did not write: the rules every Kubernetes target's pods share.
+
+``elastic-compile doctor`` reads hand-written jobs. Each rule here looks at one pod
+template of such a job and returns :class:`~elastic_compile.targets.checks.Finding`s
+named by rule; the command gives each rule its stable code
+(:mod:`elastic_compile.compiler.doctor`). The compiler never writes these traps (its own
+output passes every rule: a test holds it to that), so they live apart from the checks
+that run on every compile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from elastic_compile import contract
+from elastic_compile.core.crdcheck import as_mapping
+from elastic_compile.schema.models import is_operator_env, mounts_shm
+from elastic_compile.targets.checks import FieldPath as Path
+from elastic_compile.targets.checks import Finding
+from elastic_compile.targets.pod import ISTIO_INJECT
+
+
+def _containers(pod: Mapping[str, Any]) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    items = pod.get("containers")
+    for index, item in enumerate(items if isinstance(items, list) else []):
+        if isinstance(item, Mapping):
+            yield index, item
+
+
+def pod_findings(
+    template: Mapping[str, Any], path: Path, *, training: str, engine_env: frozenset[str] = frozenset()
+) -> list[Finding]:
+    """The pod-level traps of one pod template at ``path`` whose training container is named ``training``.
+
+    ``engine_env`` names what the engine injects besides ``PET_*`` and ``PYTHONUNBUFFERED``.
+    """
+    found: list[Finding] = []
+    pod = as_mapping(template.get("spec"))
+    spec_path: Path = (*path, "spec")
+    for index, container in _containers(pod):
+        where: Path = (*spec_path, "containers", index)
+        name = container.get("name")
+        if name == training:
+            mounts = container.get("volumeMounts")
+            if not any(isinstance(m, Mapping) and mounts_shm(dict(m)) for m in mounts or []):
+                found.append(
+                    Finding(
+                        "no-shm",
+                        where,
+                        "no /dev/shm mount: the container runtime's 64 MiB makes DataLoader workers and NCCL die "
+                        "with 'Bus error'; mount an emptyDir {medium: Memory} at /dev/shm",
+                    )
+                )
+        else:
+            found.append(
+                Finding(
+                    "regular-sidecar",
+                    where,
+                    f"container {name!s} runs beside {training}: the pod cannot complete while it keeps running, so "
+                    "the job never succeeds; make it a native sidecar (an init container with restartPolicy: Always)",
+                )
+            )
+        env = container.get("env")
+        for j, entry in enumerate(env if isinstance(env, list) else []):
+            var = as_mapping(entry).get("name")
+            if not isinstance(var, str):
+                continue
+            if is_operator_env(var) or var in engine_env:
+                found.append(
+                    Finding(
+                        "operator-env",
+                        (*where, "env", j, "name"),
+                        f"{var} set by hand: the engine sets it in every container, so this value is duplicated "
+                        "and overridden",
+                    )
+                )
+            elif name == training and var in contract.WORKER_ENV_NAMES:
+                found.append(
+                    Finding(
+                        "operator-env",
+                        (*where, "env", j, "name"),
+                        f"{var} set by hand: torch elastic sets it for every worker process, so this value never "
+                        "reaches the training code",
+                    )
+                )
+    if "restartPolicy" in pod:
+        found.append(
+            Finding(
+                "pod-restart-policy",
+                (*spec_path, "restartPolicy"),
+                "the operator overwrites the pod's restartPolicy from the replica's (and warns in an event)",
+            )
+        )
+    if str(as_mapping(as_mapping(template.get("metadata")).get("annotations")).get(ISTIO_INJECT)).lower() == "true":
+        found.append(
+            Finding(
+                "istio-sidecar",
+                (*path, "metadata", "annotations", ISTIO_INJECT),
+                "an Istio sidecar breaks the rendezvous (kubeflow/trainer#1637) and keeps the pod from completing",
+            )
+        )
+    if pod.get("hostNetwork") is True and pod.get("dnsPolicy") != "ClusterFirstWithHostNet":
+        found.append(
+            Finding(
+                "host-network-dns",
+                (*spec_path, "dnsPolicy") if "dnsPolicy" in pod else (*spec_path, "hostNetwork"),
+                "hostNetwork without dnsPolicy: ClusterFirstWithHostNet resolves names with the node's DNS, so the "
+                "pods' service names (the rendezvous host) do not resolve",
+            )
+        )
+    return found

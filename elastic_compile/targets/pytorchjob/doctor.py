@@ -1,0 +1,149 @@
+"""Traps in a PyTorchJob we did not write (``elastic-compile doctor``).
+
+The webhook's rules and the runtime traps the compiler checks on every compile
+(:func:`.checks.webhook_findings`), then what only a hand-written job does: a launcher
+whose flags override what the operator injects, a launcher inside a launcher, no
+rendezvous at all, torchrun's restart count of 0, a backoffLimit that counts nothing,
+restartPolicy left to a default its own CRD misdescribes, and the pod rules every target
+shares (:mod:`elastic_compile.targets.doctor`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from elastic_compile import contract
+from elastic_compile.core.crdcheck import as_int, as_mapping
+from elastic_compile.schema.launchers import launcher_kind, nested_launcher
+from elastic_compile.targets.adopt import Draft, container_argv, read_launch
+from elastic_compile.targets.checks import FieldPath as Path
+from elastic_compile.targets.checks import Finding
+from elastic_compile.targets.doctor import pod_findings
+from elastic_compile.targets.pytorchjob.checks import webhook_findings
+
+_BASE: Path = ("spec", "pytorchReplicaSpecs")
+
+
+def findings(job: Mapping[str, Any]) -> list[Finding]:
+    """Every trap of ``job`` (a PyTorchJob, possibly malformed: nothing here assumes a shape)."""
+    found = webhook_findings(job)
+    spec = as_mapping(job.get("spec"))
+    replicas = as_mapping(spec.get("pytorchReplicaSpecs"))
+    elastic = spec.get("elasticPolicy")
+    policy = as_mapping(elastic)
+    workers = as_int(as_mapping(replicas.get("Worker")).get("replicas")) or (1 if "Worker" in replicas else 0)
+    nodes = workers + (1 if "Master" in replicas else 0)
+    if elastic is not None:
+        nodes = max(nodes, as_int(policy.get("maxReplicas")) or 0)
+    if elastic is None and "Master" not in replicas and workers > 1:
+        found.append(
+            Finding(
+                "no-rendezvous",
+                (*_BASE, "Worker", "replicas"),
+                f"{workers} Workers without a Master or elasticPolicy get no rendezvous endpoint and no master "
+                "address: each pod meets only itself; add elasticPolicy (min = max for a fixed size)",
+            )
+        )
+    backoff = as_mapping(spec.get("runPolicy")).get("backoffLimit")
+    for rtype, raw in replicas.items():
+        rspec = as_mapping(raw)
+        role: Path = (*_BASE, str(rtype))
+        restart = rspec.get("restartPolicy")
+        if restart is None:
+            found.append(
+                Finding(
+                    "restart-policy-unset",
+                    role,
+                    "no restartPolicy: the operator uses OnFailure (its CRD's description says Never, "
+                    "kubeflow/trainer#2127); write the one you mean",
+                )
+            )
+        elif backoff is not None and restart in ("ExitCode", "Never"):
+            found.append(
+                Finding(
+                    "backoff-uncounted",
+                    ("spec", "runPolicy", "backoffLimit"),
+                    f"backoffLimit with restartPolicy {restart} counts nothing: it sums in-place container "
+                    "restarts, and ExitCode recreates the pod instead (kubeflow/trainer#2045); bound the job with "
+                    "activeDeadlineSeconds",
+                )
+            )
+        template = as_mapping(rspec.get("template"))
+        found += pod_findings(template, (*role, "template"), training=contract.TRAINING_CONTAINER)
+        found += _launcher_findings(template, (*role, "template"), policy if elastic is not None else None, nodes)
+    return list(dict.fromkeys(found))
+
+
+def _launcher_findings(
+    template: Mapping[str, Any], path: Path, policy: Mapping[str, Any] | None, nodes: int
+) -> list[Finding]:
+    """The training container's launcher: nested, overriding the operator, or without restarts."""
+    containers = as_mapping(template.get("spec")).get("containers")
+    containers = containers if isinstance(containers, list) else []
+    index = next(
+        (i for i, c in enumerate(containers) if as_mapping(c).get("name") == contract.TRAINING_CONTAINER), None
+    )
+    if index is None:
+        return []
+    container = as_mapping(containers[index])
+    if not all(isinstance(w, str) for w in [*(container.get("command") or []), *(container.get("args") or [])]):
+        return []
+    argv, relative = container_argv(container)
+    where: Path = (*path, "spec", "containers", index)
+
+    def at(i: int) -> Path:
+        return (*where, *relative(i))
+
+    draft = Draft()  # the reader's notes are the import's business; only its reading is used here
+    launch = read_launch(argv, at, draft)
+    found: list[Finding] = []
+    nested = (launch.program and (launcher_kind(launch.program) or nested_launcher(launch.program))) or any(
+        "another launcher" in message for _p, message, _g in draft.errors
+    )
+    if launch.launcher is not None and nested:
+        found.append(
+            Finding(
+                "nested-launcher",
+                at(launch.program_at or 0),
+                f"{launch.launcher} starts another launcher: every worker becomes an agent of its own, "
+                "nproc_per_node² processes per pod outside the job's rendezvous",
+            )
+        )
+    if launch.launcher is None:
+        return found
+    s = launch.settings
+    overriding = {
+        "nnodes": "PET_NNODES", "rdzv_endpoint": "PET_RDZV_ENDPOINT", "rdzv_backend": "PET_RDZV_BACKEND",
+        "master_addr": "PET_MASTER_ADDR", "node_rank": "PET_NODE_RANK", "rdzv_id": "PET_RDZV_ID",
+    }  # fmt: skip
+    for name, env in overriding.items():
+        value = s.get(name)
+        if value is None or (isinstance(value[0], str) and "$" in value[0]):
+            continue  # not given, or taken from what the operator injects
+        found.append(
+            Finding(
+                "launcher-overrides",
+                at(value[1]),
+                f"--{name.replace('_', '-')} {value[0]} overrides the operator's {env}: the command line beats the "
+                "environment, so the pods disagree with the manifest's topology when it changes",
+            )
+        )
+    if "standalone" in s and nodes > 1:
+        found.append(
+            Finding(
+                "launcher-overrides",
+                at(s["standalone"][1]),
+                f"--standalone in a job of {nodes} pods: each pod meets only itself and trains alone",
+            )
+        )
+    if policy is not None and policy.get("maxRestarts") is None and "max_restarts" not in s:
+        found.append(
+            Finding(
+                "no-max-restarts",
+                ("spec", "elasticPolicy"),
+                "no maxRestarts and no --max-restarts: torchrun's default is 0, so the first failure or membership "
+                "change of an elastic job fails it",
+            )
+        )
+    return found
