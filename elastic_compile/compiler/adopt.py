@@ -24,7 +24,16 @@ from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import Loaded, load_stream, load_text, read_input
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.validate import validate
-from elastic_compile.targets.adopt import Draft, Injected, Launch, Note, apply_launch, read_launch, spec_order
+from elastic_compile.targets.adopt import (
+    Draft,
+    Injected,
+    Launch,
+    Note,
+    apply_launch,
+    in_document,
+    read_launch,
+    spec_order,
+)
 
 #: Manifests go deeper than specs: a pod template inside a replica inside a job.
 MANIFEST_DEPTH = 160
@@ -37,16 +46,31 @@ class Importer:
     api_version: str
     kind: str
     target: str
-    read: Callable[[Loaded], Draft]
+    #: The document, and every document of its stream (a TrainJob's runtime may be there).
+    read: Callable[[Loaded, Sequence[Loaded]], Draft]
 
 
-def _pytorchjob(loaded: Loaded) -> Draft:
+def _pytorchjob(loaded: Loaded, stream: Sequence[Loaded]) -> Draft:
     from elastic_compile.targets.pytorchjob.adopt import pytorchjob_to_spec
 
     return pytorchjob_to_spec(loaded)
 
 
-IMPORTERS: tuple[Importer, ...] = (Importer("kubeflow.org/v1", "PyTorchJob", "pytorchjob", _pytorchjob),)
+def _trainjob(loaded: Loaded, stream: Sequence[Loaded]) -> Draft:
+    from elastic_compile.targets.trainjob.adopt import trainjob_to_spec
+
+    return trainjob_to_spec(loaded, stream)
+
+
+IMPORTERS: tuple[Importer, ...] = (
+    Importer("kubeflow.org/v1", "PyTorchJob", "pytorchjob", _pytorchjob),
+    Importer("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjob", _trainjob),
+)
+#: Kinds a stream may hold beside the jobs, read by their job's import (a TrainJob's runtime).
+COMPANIONS = (
+    ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
+    ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"),
+)
 
 
 def importer_for(doc: Any) -> Importer | None:
@@ -79,13 +103,15 @@ def import_stream(raw: bytes | str, file: str) -> list[Imported]:
     skipped: list[Problem] = []
     for loaded in docs:
         found = importer_for(loaded.data)
+        if found is None and _companion(loaded.data):
+            continue
         if found is None:
             kind = loaded.data.get("kind") if isinstance(loaded.data, dict) else None
             what = f"kind {kind}" if isinstance(kind, str) else "not a Kubernetes object"
             skipped.append(_located(loaded, (), f"note: skipped ({what}): import reads {_kinds()}"))
             continue
         try:
-            imported.append(_import_one(loaded, found))
+            imported.append(_import_one(loaded, found, docs))
         except SpecError as e:
             problems += e.problems
     if problems:
@@ -105,12 +131,18 @@ def _kinds() -> str:
     return " or ".join(f"{i.kind} ({i.api_version})" for i in IMPORTERS)
 
 
-def _import_one(loaded: Loaded, importer: Importer) -> Imported:
-    draft = importer.read(loaded)
+def _companion(doc: Any) -> bool:
+    return isinstance(doc, dict) and (doc.get("apiVersion"), doc.get("kind")) in COMPANIONS
+
+
+def _import_one(loaded: Loaded, importer: Importer, stream: Sequence[Loaded]) -> Imported:
+    draft = importer.read(loaded, stream)
     label = f"{importer.kind} {_name(loaded.data)}"
 
     def locate(path: tuple[str | int, ...], message: str, given: str | None = None) -> Problem:
-        return _located(loaded, path, message, given)
+        real = draft.real(path)
+        document, where = in_document(real)
+        return _located(stream[document] if document is not None else loaded, where, message, given)
 
     return _finish(draft, f"{loaded.file} ({label})", locate, importer.target)
 

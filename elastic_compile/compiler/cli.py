@@ -177,8 +177,8 @@ def _import(argv: Sequence[str]) -> int:
         words, command = words[:at] + rest[:split], rest[split + 1 :]
     p = _Parser(
         prog="elastic-compile import",
-        description="Print an elastic.yaml for a job written by hand: a PyTorchJob manifest (or a stream of "
-        "them, - for standard input), or a torchrun command line (--torchrun -- torchrun ARGS...). What the "
+        description="Print an elastic.yaml for a job written by hand: a PyTorchJob or TrainJob manifest (or a "
+        "stream of them, - for standard input), or a torchrun command line (--torchrun -- torchrun ARGS...). What the "
         "import changed and what it could not carry go to stderr, one located line each.",
     )
     p.add_argument("manifest", nargs="?", metavar="MANIFEST", help="a manifest file; - reads standard input")
@@ -211,7 +211,7 @@ def _doctor(argv: Sequence[str]) -> int:
 
     p = _Parser(
         prog="elastic-compile doctor",
-        description="Find the known traps in manifests we did not write (PyTorchJobs in any YAML stream, "
+        description="Find the known traps in manifests we did not write (PyTorchJobs and TrainJobs in any YAML stream, "
         "- for standard input, e.g. kubectl kustomize output): one located line per finding with a stable "
         "code (DRxxx, docs/adopting.md). Exit 1 when anything is found.",
     )

@@ -1,7 +1,8 @@
 """``elastic-compile doctor``: the known traps in manifests we did not write.
 
 Input is any manifest stream (a file with several documents, ``kubectl kustomize`` output
-on standard input); each PyTorchJob in it is checked against the webhook's rules, the
+on standard input); each PyTorchJob and TrainJob in it (with the runtime it references, when
+the stream holds it) is checked against the webhook's rules, the
 runtime traps and the rules hand-written jobs break (:mod:`elastic_compile.targets.doctor`,
 ``targets/<kind>/doctor.py``). Every finding is one located line with a stable code::
 
@@ -22,6 +23,7 @@ from typing import Any
 
 from elastic_compile.core.errors import Problem
 from elastic_compile.core.loader import Loaded, load_stream, read_input
+from elastic_compile.targets.adopt import in_document
 from elastic_compile.targets.checks import Finding
 
 
@@ -64,32 +66,66 @@ RULES: tuple[Rule, ...] = (
     Rule("DR019", "host-network-dns", "hostNetwork pods resolve with the node's DNS unless dnsPolicy is "
          "ClusterFirstWithHostNet"),
     Rule("DR020", "no-replicas", "pytorchReplicaSpecs without a replica: the operator has nothing to run"),
+    Rule("DR021", "trainer-webhook", "Trainer v2's webhooks or CEL rules reject the TrainJob, or JobSet fails it "
+         "later"),
+    Rule("DR022", "runtime-webhook", "Trainer v2's runtime webhook rejects the runtime, or the SDK skips it"),
+    Rule("DR023", "no-launcher", "Trainer's runtime starts no launcher: the PET_* topology is never read"),
+    Rule("DR024", "jobset-ttl", "a JobSet TTL makes Trainer v2.3 rerun a failed job without end"),
 )  # fmt: skip
 BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RULES}
 
 
-def _pytorchjob(job: Mapping[str, Any]) -> list[Finding]:
+Checker = Callable[[Mapping[str, Any], Sequence[Loaded]], list[Finding]]
+
+
+def _pytorchjob(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
     from elastic_compile.targets.pytorchjob.doctor import findings
 
     return findings(job)
 
 
-def _pytorchjob_schema(job: Mapping[str, Any]) -> list[Finding]:
-    from elastic_compile.schema import compact
-    from elastic_compile.targets.pytorchjob import API_VERSION, KIND, SCHEMA_FILE
+def _trainjob(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
+    from elastic_compile.targets.trainjob.doctor import findings
 
-    schema = compact.load(SCHEMA_FILE)
-    root = schema.root(API_VERSION, KIND)
-    if root is None:  # pragma: no cover - the shipped schema has this root
-        return []
-    body = {k: v for k, v in job.items() if k != "status"}
-    return [Finding("schema", loc, message) for loc, message in schema.problems(body, root)]
+    return findings(job, stream)
 
 
+def _runtime(runtime: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
+    from elastic_compile.targets.trainjob.doctor import runtime_findings
+
+    return runtime_findings(runtime, stream)
+
+
+def _schema(schema_file: str, api_version: str, kind: str) -> Checker:
+    """The CRD schema's problems with a document of ``kind`` (its status left out: the cluster's)."""
+
+    def check(doc: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
+        from elastic_compile.schema import compact
+
+        schema = compact.load(schema_file)
+        root = schema.root(api_version, kind)
+        if root is None:  # pragma: no cover - the shipped schemas have these roots
+            return []
+        body = {k: v for k, v in doc.items() if k != "status"}
+        return [Finding("schema", loc, message) for loc, message in schema.problems(body, root)]
+
+    return check
+
+
+_V1 = "kubeflow.org/v1"
+_V2 = "trainer.kubeflow.org/v1alpha1"
 #: (apiVersion, kind) -> the checks that read it.
-CHECKERS: Mapping[tuple[str, str], tuple[Callable[[Mapping[str, Any]], list[Finding]], ...]] = {
-    ("kubeflow.org/v1", "PyTorchJob"): (_pytorchjob_schema, _pytorchjob),
+CHECKERS: Mapping[tuple[str, str], tuple[Checker, ...]] = {
+    (_V1, "PyTorchJob"): (_schema("pytorchjobs.kubeflow.org.json", _V1, "PyTorchJob"), _pytorchjob),
+    (_V2, "TrainJob"): (_schema("trainjobs.trainer.kubeflow.org.json", _V2, "TrainJob"), _trainjob),
+    (_V2, "TrainingRuntime"): (_schema("trainingruntimes.trainer.kubeflow.org.json", _V2, "TrainingRuntime"), _runtime),
+    (_V2, "ClusterTrainingRuntime"): (
+        _schema("clustertrainingruntimes.trainer.kubeflow.org.json", _V2, "ClusterTrainingRuntime"),
+        _runtime,
+    ),
 }
+#: The kinds that are jobs (the others are read with them).
+JOB_KINDS = ("PyTorchJob", "TrainJob")
 
 
 @dataclass(frozen=True)
@@ -101,17 +137,22 @@ class Report:
     skipped: tuple[str, ...]  # kinds of the documents it does not check
 
 
-def examine(loaded: Loaded) -> list[Problem]:
-    """The findings of one document as located lines (``DRxxx name: message``); [] for kinds it does not check."""
+def examine(loaded: Loaded, stream: Sequence[Loaded] = ()) -> list[Problem]:
+    """The findings of one document as located lines (``DRxxx name: message``); [] for kinds it does not check.
+
+    ``stream``: every document of the input (a TrainJob is read with its runtime).
+    """
     doc = loaded.data
     if not isinstance(doc, dict):
         return []
     checks = CHECKERS.get((doc.get("apiVersion"), doc.get("kind")))  # type: ignore[arg-type]
     out: list[Problem] = []
     for check in checks or ():
-        for finding in check(doc):
+        for finding in check(doc, stream or (loaded,)):
             rule = BY_NAME[finding.rule]
-            located = loaded.problem(finding.path, f"{rule.code} {rule.name}: {finding.message}")
+            document, path = in_document(finding.path)
+            where = stream[document] if document is not None else loaded
+            located = where.problem(path, f"{rule.code} {rule.name}: {finding.message}")
             out.append(dataclasses.replace(located, given=None))
     return sorted(set(out), key=lambda p: (p.line, p.col, p.message))
 
@@ -124,10 +165,10 @@ def doctor_stream(raw: bytes | str, file: str) -> Report:
     skipped: list[str] = []
     for loaded in docs:
         doc = loaded.data
-        key = (doc.get("apiVersion"), doc.get("kind")) if isinstance(doc, dict) else None
-        if key in CHECKERS:
-            jobs += 1
-            problems += examine(loaded)
+        kind = doc.get("kind") if isinstance(doc, dict) else None
+        if isinstance(doc, dict) and (doc.get("apiVersion"), kind) in CHECKERS:
+            jobs += 1 if kind in JOB_KINDS else 0
+            problems += examine(loaded, docs)
         else:
             kind = doc.get("kind") if isinstance(doc, dict) else None
             skipped.append(str(kind) if isinstance(kind, str) else "?")
@@ -145,4 +186,4 @@ def doctor_paths(paths: Sequence[str | Path]) -> list[Report]:
 
 def kinds() -> str:
     """The kinds doctor checks, for messages."""
-    return " and ".join(sorted({kind for _v, kind in CHECKERS}))
+    return " or ".join(JOB_KINDS)

@@ -141,7 +141,7 @@ def validate(loaded: Loaded) -> ElasticSpec:
 
 #: Kinds ``elastic-compile import`` reads (compiler/adopt.py IMPORTERS); named here so that
 #: the schema does not import the compiler.
-IMPORTABLE_KINDS = ("PyTorchJob",)
+IMPORTABLE_KINDS = ("PyTorchJob", "TrainJob")
 
 
 def _manifest_problem(loaded: Loaded) -> Problem | None:

@@ -56,6 +56,22 @@ Path = tuple[str | int, ...]
 Severity = Literal["note", "warning"]
 
 
+#: The first part of a path into another document of the input stream: DOCUMENT + its index.
+DOCUMENT = "\x00document:"
+
+
+def other_document(index: int, path: Path) -> Path:
+    """A path into document ``index`` of the stream (a TrainJob's runtime, read with the TrainJob)."""
+    return (f"{DOCUMENT}{index}", *path)
+
+
+def in_document(path: Path) -> tuple[int | None, Path]:
+    """``(document index or None for the job's own, the path inside it)``."""
+    if path and isinstance(path[0], str) and path[0].startswith(DOCUMENT):
+        return int(path[0][len(DOCUMENT) :]), path[1:]
+    return None, path
+
+
 def spec_default(*path: str) -> Any:
     """The schema's default for the spec field at ``path`` (``("rdzv", "join_timeout")``)."""
     model: Any = ElasticSpec
@@ -86,6 +102,14 @@ class Draft:
     sources: dict[str, Path] = field(default_factory=dict)  # dotted spec path -> manifest path
     notes: list[Note] = field(default_factory=list)
     errors: list[tuple[Path, str, str | None]] = field(default_factory=list)  # (path, message, given)
+    #: Paths of a pod template put together from several places (a TrainJob's trainer, its
+    #: patches, its runtime): prefix in the template -> where that part is in the input.
+    aliases: dict[Path, Path] = field(default_factory=dict)
+
+    def real(self, path: Path) -> Path:
+        """``path`` in the input: the longest alias prefix replaced (unchanged without one)."""
+        best = max((p for p in self.aliases if path[: len(p)] == p), key=len, default=None)
+        return path if best is None else (*self.aliases[best], *path[len(best) :])
 
     def set(self, path: Sequence[str], value: Any, source: Path | None) -> None:
         """Write ``value`` at the spec ``path``, remembering where it came from."""
@@ -585,6 +609,7 @@ def adopt_pod(
     shutdown_timeout: int,
     chosen: bool,
     extra_env: Sequence[tuple[str, str]] = (),
+    ours: Sequence[tuple[str, str]] = contract.DOWNWARD_ENV,
 ) -> None:
     """The pod template onto image, resources, env, shared_memory, istio_sidecar and pod_template.
 
@@ -617,7 +642,7 @@ def adopt_pod(
     _resources(draft, training.pop("resources", None), (*train_path, "resources"))
     volumes: list[Any] = list(spec.pop("volumes", None) or [])
     _shared_memory(draft, training, volumes, sidecars, train_path=train_path, base=base, chosen=chosen)
-    _env(draft, training, train_path, extra_env)
+    _env(draft, training, train_path, extra_env, ours)
     ports = training.get("ports")
     if isinstance(ports, list):
         kept = [p for p in ports if not (isinstance(p, dict) and p.get("name") == contract.OPERATOR_PORT_NAME)]
@@ -636,13 +661,13 @@ def adopt_pod(
             _sidecar_env(draft, sidecar, sidecar_paths[i])
 
     grace = spec.pop("terminationGracePeriodSeconds", None)
-    ours = shutdown_timeout + GRACE_MARGIN_SECONDS
-    if grace is not None and grace != ours:
+    compiled = shutdown_timeout + GRACE_MARGIN_SECONDS
+    if grace is not None and grace != compiled:
         if isinstance(grace, int) and not isinstance(grace, bool) and grace <= shutdown_timeout:
             draft.note(
                 (*base, "spec", "terminationGracePeriodSeconds"),
                 f"terminationGracePeriodSeconds {grace} dropped: elastic-launch needs more than shutdown_timeout "
-                f"({shutdown_timeout} s) to stop its workers; the compiled pods get {ours}",
+                f"({shutdown_timeout} s) to stop its workers; the compiled pods get {compiled}",
                 "pod_template",
             )
         else:
@@ -650,7 +675,7 @@ def adopt_pod(
     elif grace is None:
         draft.note(
             (*base, "spec"),
-            f"terminationGracePeriodSeconds {ours} now (shutdown_timeout + {GRACE_MARGIN_SECONDS}, "
+            f"terminationGracePeriodSeconds {compiled} now (shutdown_timeout + {GRACE_MARGIN_SECONDS}, "
             "so that elastic-launch stops its workers before the kubelet kills it)",
         )
     if "restartPolicy" in spec:
@@ -808,11 +833,20 @@ def _shared_memory(
             )
 
 
-def _env(draft: Draft, training: dict[str, Any], path: Path, extra: Sequence[tuple[str, str]]) -> None:
-    """The training container's env into ``env`` (map form when every value is literal)."""
+def _env(
+    draft: Draft,
+    training: dict[str, Any],
+    path: Path,
+    extra: Sequence[tuple[str, str]],
+    downward: Sequence[tuple[str, str]],
+) -> None:
+    """The training container's env into ``env`` (map form when every value is literal).
+
+    ``downward``: the compiler's downward-API entries for this engine, written again on compile.
+    """
     entries = training.pop("env", None)
     entries = list(entries) if isinstance(entries, list) else []
-    ours = downward_env()
+    ours = downward_env(downward)
     kept: list[tuple[int | None, dict[str, Any]]] = []
     rest: list[Any] = []
     for i, entry in enumerate(entries):

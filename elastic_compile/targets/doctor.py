@@ -10,12 +10,16 @@ that run on every compile.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from elastic_compile import contract
 from elastic_compile.core.crdcheck import as_mapping
+from elastic_compile.schema.launchers import launcher_kind, nested_launcher
 from elastic_compile.schema.models import is_operator_env, mounts_shm
+from elastic_compile.targets.adopt import Draft, container_argv, read_launch
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
 from elastic_compile.targets.pod import ISTIO_INJECT
@@ -109,4 +113,96 @@ def pod_findings(
                 "pods' service names (the rendezvous host) do not resolve",
             )
         )
+    return found
+
+
+def launcher_findings(
+    container: Mapping[str, Any],
+    where: Path,
+    overriding: Mapping[str, str],
+    *,
+    nodes: int,
+    restarts_set: bool,
+    restarts_at: Path = ("spec", "elasticPolicy"),
+) -> list[Finding]:
+    """The training container's launcher: nested, overriding what the engine injects, or without restarts.
+
+    ``overriding`` maps torchrun's option names to the PET_* variable the engine sets for
+    them; ``restarts_set``: the engine passes a restart count (else torchrun's 0 applies).
+    """
+    words = [*(container.get("command") or []), *(container.get("args") or [])]
+    if not all(isinstance(w, str) for w in words):
+        return []  # the schema's finding
+    argv, relative = container_argv(container)
+
+    def at(i: int) -> Path:
+        return (*where, *relative(i))
+
+    draft = Draft()  # the reader's notes are the import's business; only its reading is used here
+    launch = read_launch(argv, at, draft)
+    found: list[Finding] = []
+    nested = bool(launch.program and (launcher_kind(launch.program) or nested_launcher(launch.program))) or any(
+        "another launcher" in message for _p, message, _g in draft.errors
+    )
+    if launch.launcher is not None and nested:
+        found.append(
+            Finding(
+                "nested-launcher",
+                at(launch.program_at or 0),
+                f"{launch.launcher} starts another launcher: every worker becomes an agent of its own, "
+                "nproc_per_node² processes per pod outside the job's rendezvous",
+            )
+        )
+    if launch.launcher is None:
+        return found
+    s = launch.settings
+    for name, env in overriding.items():
+        value = s.get(name)
+        if value is None or (isinstance(value[0], str) and "$" in value[0]):
+            continue  # not given, or taken from what the engine injects
+        found.append(
+            Finding(
+                "launcher-overrides",
+                at(value[1]),
+                f"--{name.replace('_', '-')} {value[0]} overrides the engine's {env}: the command line beats the "
+                "environment, so the pods disagree with the manifest's topology when it changes",
+            )
+        )
+    if "standalone" in s and nodes > 1:
+        found.append(
+            Finding(
+                "launcher-overrides",
+                at(s["standalone"][1]),
+                f"--standalone in a job of {nodes} pods: each pod meets only itself and trains alone",
+            )
+        )
+    if not restarts_set and "max_restarts" not in s:
+        found.append(
+            Finding(
+                "no-max-restarts",
+                restarts_at,
+                "no restart count from the engine and no --max-restarts: torchrun's default is 0, so the first "
+                "failure or membership change fails the job",
+            )
+        )
+    return found
+
+
+_PART = re.compile(r'\[([0-9]+)\]|\[("(?:[^"\\]|\\.)*")\]|\.?([^.\[]+)')
+
+
+def parse_path(text: str) -> Path:
+    """``spec.trainer.env[0].name`` (or ``metadata.labels["a.b/c"]``) as a path."""
+    out: list[str | int] = []
+    for index, quoted, plain in _PART.findall(text):
+        out.append(int(index) if index else json.loads(quoted) if quoted else plain)
+    return tuple(out)
+
+
+def from_lines(rule: str, lines: Sequence[str]) -> list[Finding]:
+    """``path: message`` lines of a target's checks as findings of ``rule``."""
+    found = []
+    for line in lines:
+        where, _, message = line.partition(": ")
+        found.append(Finding(rule, parse_path(where), message))
     return found

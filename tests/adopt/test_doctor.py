@@ -59,9 +59,9 @@ W = "spec.pytorchReplicaSpecs.Worker"
 C = f"{W}.template.spec.containers.0"
 
 
-def _with(**changes: Any) -> dict[str, Any]:
-    """CLEAN with dotted paths set (None removes; a list index is a number)."""
-    doc = copy.deepcopy(CLEAN)
+def _with(base: dict[str, Any] | None = None, **changes: Any) -> dict[str, Any]:
+    """CLEAN (or ``base``) with dotted paths set (None removes; a list index is a number)."""
+    doc = copy.deepcopy(CLEAN if base is None else base)
     for path, value in changes.items():
         node: Any = doc
         *parents, last = path.split(".")
@@ -78,17 +78,79 @@ def _with(**changes: Any) -> dict[str, Any]:
     return doc
 
 
-def _codes(doc: dict[str, Any]) -> list[str]:
-    report = doctor.doctor_stream(to_yaml([doc]), "job.yaml")
+def _codes(doc: dict[str, Any] | list[dict[str, Any]]) -> list[str]:
+    report = doctor.doctor_stream(to_yaml(doc if isinstance(doc, list) else [doc]), "job.yaml")
     return [p.message.split(" ", 1)[0] for p in report.problems]
+
+
+TRAINJOB: dict[str, Any] = yaml.safe_load(
+    """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: clean}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer:
+    image: ghcr.io/example/train:1.0
+    command: [torchrun, train.py]
+    numNodes: 2
+    numProcPerNode: 2
+  runtimePatches:
+    - manager: example.com/team
+      trainingRuntimeSpec:
+        template:
+          spec:
+            replicatedJobs:
+              - name: node
+                template:
+                  spec:
+                    template:
+                      spec:
+                        containers: [{name: node, volumeMounts: [{name: dshm, mountPath: /dev/shm}]}]
+                        volumes: [{name: dshm, emptyDir: {medium: Memory}}]
+"""
+)
+RUNTIME: dict[str, Any] = yaml.safe_load(
+    """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainingRuntime
+metadata: {name: clean, labels: {trainer.kubeflow.org/framework: torch}}
+spec:
+  mlPolicy: {numNodes: 2, torch: {}}
+  template:
+    spec:
+      replicatedJobs:
+        - name: node
+          replicas: 1
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+            spec:
+              template:
+                spec:
+                  containers: [{name: node, image: ghcr.io/example/train:1.0}]
+"""
+)
+T = "spec.trainer"
+RJ = "spec.template.spec.replicatedJobs.0.template.spec.template.spec"
+
+
+def _tj(runtime: dict[str, Any] | None = None, **changes: Any) -> list[dict[str, Any]]:
+    """TRAINJOB with changes; with ``runtime``, that runtime first and the job referencing it."""
+    job = _with(base=TRAINJOB, **changes)
+    if runtime is None:
+        return [job]
+    job["spec"]["runtimeRef"] = {"name": "clean", "kind": "TrainingRuntime"}
+    return [runtime, job]
 
 
 def test_clean_job_has_nothing() -> None:
     assert _codes(CLEAN) == []
+    assert _codes(_tj()) == []
+    assert _codes(_tj(RUNTIME)) == []
 
 
 # (code, the manifest with the trap, the path where it is reported)
-CASES: list[tuple[str, dict[str, Any], str]] = [
+CASES: list[tuple[str, dict[str, Any] | list[dict[str, Any]], str]] = [
     ("DR001", _with(**{f"{C}.name": "trainer"}), f"{W}.template.spec.containers"),
     ("DR001", _with(**{"metadata.name": "Clean"}), "metadata.name"),
     ("DR002", _with(**{f"{W}.replicas": "3"}), f"{W}.replicas"),
@@ -117,10 +179,21 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
      f'{W}.template.metadata.annotations["sidecar.istio.io/inject"]'),
     ("DR019", _with(**{f"{W}.template.spec.hostNetwork": True}), f"{W}.template.spec.hostNetwork"),
     ("DR020", _with(**{"spec.pytorchReplicaSpecs": {}}), "spec.pytorchReplicaSpecs"),
+    ("DR021", _tj(**{f"{T}.env": [{"name": "PET_NNODES", "value": "2"}]}), f"{T}.env.0.name"),
+    ("DR021", _tj(**{"metadata.name": "a" * 49}), "metadata.name"),
+    ("DR022", _tj(_with(base=RUNTIME, **{"metadata.labels": None})), "metadata.labels"),
+    ("DR023", _tj(**{f"{T}.command": ["python", "train.py"]}), f"{T}.command"),
+    ("DR024", _tj(_with(base=RUNTIME, **{"spec.template.spec.ttlSecondsAfterFinished": 60})),
+     "spec.template.spec.ttlSecondsAfterFinished"),
+    ("DR008", _tj(**{"spec.runtimePatches": None}), T),
+    ("DR009", _tj(**{f"{T}.command": ["torchrun", "--nnodes=2", "train.py"]}), f"{T}.command.1"),
+    ("DR011", _tj(**{f"{T}.env": [{"name": "WORLD_SIZE", "value": "4"}]}), f"{T}.env.0.name"),
+    ("DR012", _tj(_with(base=RUNTIME, **{f"{RJ}.containers.1": {"name": "logs", "image": "x:1"}})),
+     f"{RJ}.containers.1"),
 ]  # fmt: skip
 
 # The near twins: the same setting written the way that works.
-NEAR_MISSES: list[tuple[str, dict[str, Any]]] = [
+NEAR_MISSES: list[tuple[str, dict[str, Any] | list[dict[str, Any]]]] = [
     ("DR001", _with(**{f"{C}.name": "pytorch"})),
     ("DR004", _with(**{"spec.elasticPolicy.standalone": False})),
     ("DR005", _with(**{"spec.elasticPolicy.rdzvConf": [{"key": "join_timeout", "value": "900"}]})),
@@ -137,6 +210,9 @@ NEAR_MISSES: list[tuple[str, dict[str, Any]]] = [
     ("DR016", _with(**{f"{W}.restartPolicy": "OnFailure"})),
     ("DR018", _with(**{f"{W}.template.metadata.annotations": {"sidecar.istio.io/inject": "false"}})),
     ("DR019", _with(**{f"{W}.template.spec.hostNetwork": True, f"{W}.template.spec.dnsPolicy": "ClusterFirstWithHostNet"})),  # noqa: E501
+    ("DR021", _tj(**{f"{T}.env": [{"name": "PET_RDZV_BACKEND", "value": "c10d"}]})),
+    ("DR023", _tj(**{f"{T}.command": ["python", "train.py"], f"{T}.numNodes": 1, f"{T}.numProcPerNode": 1})),
+    ("DR023", _tj(**{f"{T}.command": ["bash", "-c"], f"{T}.args": ["cd /w && torchrun train.py"]})),
 ]  # fmt: skip
 
 
@@ -145,8 +221,8 @@ def test_every_rule_is_tested() -> None:
 
 
 @pytest.mark.parametrize(("code", "doc", "path"), CASES, ids=[f"{c}-{i}" for i, (c, _, _) in enumerate(CASES)])
-def test_rule_fires(code: str, doc: dict[str, Any], path: str) -> None:
-    report = doctor.doctor_stream(to_yaml([doc]), "job.yaml")
+def test_rule_fires(code: str, doc: dict[str, Any] | list[dict[str, Any]], path: str) -> None:
+    report = doctor.doctor_stream(to_yaml(doc if isinstance(doc, list) else [doc]), "job.yaml")
     hits = [p for p in report.problems if p.message.startswith(code + " ")]
     assert hits, [str(p) for p in report.problems]
     expected = re.sub(r"\.([0-9]+)(?=\.|$)", r"[\1]", path)
@@ -156,13 +232,13 @@ def test_rule_fires(code: str, doc: dict[str, Any], path: str) -> None:
 
 
 @pytest.mark.parametrize(("code", "doc"), NEAR_MISSES, ids=[c for c, _ in NEAR_MISSES])
-def test_rule_stays_quiet_on_its_near_miss(code: str, doc: dict[str, Any]) -> None:
+def test_rule_stays_quiet_on_its_near_miss(code: str, doc: dict[str, Any] | list[dict[str, Any]]) -> None:
     assert code not in _codes(doc)
 
 
 def test_compiled_output_passes() -> None:
     """What the compiler writes has none of the traps, except where the spec turned a default off."""
-    opted_out = {"shm-off": {"DR008"}, "user-mounts-dshm": set()}
+    opted_out = {"shm-off": {"DR008"}, "trainjob-own-runtime-always": {"DR008"}}
     for case in sorted(p.name for p in GOLDEN.iterdir() if (p / "elastic.yaml").is_file()):
         text = stream_text([compile_path(GOLDEN / case / "elastic.yaml")], "yaml")
         codes = {p.message.split(" ", 1)[0] for p in doctor.doctor_stream(text, "job.yaml").problems}
@@ -212,9 +288,13 @@ def test_cli_without_jobs_and_bad_input(capsys: pytest.CaptureFixture[str], tmp_
          "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": None, "template": {"spec": {"containers": [1, "x"]}}}},
                   "elasticPolicy": "x"}},
         _with(**{f"{C}.command": [1, {"a": "b"}]}),
+        {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "x"},
+         "spec": {"trainer": {"command": "x", "env": {"a": 1}, "numNodes": "2"}, "runtimePatches": "x"}},
+        {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "x"},
+         "spec": {"runtimeRef": {"name": "r", "kind": "TrainingRuntime"}, "trainer": {"command": [1]}}},
     ],
 )  # fmt: skip
 def test_odd_types_are_findings_not_crashes(odd: dict[str, Any]) -> None:
     report = doctor.doctor_stream(to_yaml([odd]), "job.yaml")
     assert report.jobs == 1
-    assert any(p.message.startswith(("DR001 ", "DR002 ")) for p in report.problems)
+    assert any(p.message.startswith(("DR001 ", "DR002 ", "DR021 ")) for p in report.problems)

@@ -26,12 +26,8 @@ from elastic_compile.core.emit import to_yaml
 from elastic_compile.core.errors import SpecError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-# The goldens whose spec compiles to a PyTorchJob (the others name another target).
-CASES = sorted(
-    p.name
-    for p in GOLDEN.iterdir()
-    if (p / "elastic.yaml").is_file() and "target:" not in (p / "elastic.yaml").read_text()
-)
+# Every golden: those that name target: trainjob compile to a TrainJob (and our TrainingRuntime).
+CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "elastic.yaml").is_file())
 LINE = re.compile(r"^[^:]+:\d+:\d+: \S+: (note|warning|cannot import): .+")
 
 
@@ -408,3 +404,94 @@ def test_compile_suggests_import(capsys: pytest.CaptureFixture[str], tmp_path: P
         f"{job}:1:1: apiVersion: a PyTorchJob manifest, not an elastic.yaml spec; write one from it with: "
         f"elastic-compile import {job}"
     ]
+
+
+# --------------------------------------------------------------------------- TrainJob
+
+TRAINJOB = """\
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: mnist
+  namespace: ml
+  labels: {kueue.x-k8s.io/queue-name: team-a}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer:
+    image: pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime
+    command: [torchrun, --nproc-per-node=2, mnist.py, --epochs, "3"]
+    numNodes: 2
+    resourcesPerNode: {limits: {nvidia.com/gpu: 2}}
+    env:
+      - {name: PET_MASTER_PORT, value: "29500"}
+      - {name: NCCL_DEBUG, value: INFO}
+  runtimePatches:
+    - manager: trainer.kubeflow.org/kubeflow-sdk
+      trainingRuntimeSpec:
+        template:
+          spec:
+            replicatedJobs:
+              - name: node
+                template:
+                  spec:
+                    template:
+                      spec:
+                        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+"""
+
+
+def test_hand_written_trainjob() -> None:
+    (imported,) = import_stream(TRAINJOB, "tj.yaml")
+    assert _spec(imported.text) == {
+        "target": "trainjob",
+        "name": "mnist",
+        "namespace": "ml",
+        "image": "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime",
+        "command": ["python", "mnist.py", "--epochs", "3"],
+        "nnodes": 2,
+        "resources": {"limits": {"gpu": 2}},
+        "env": {"NCCL_DEBUG": "INFO"},
+        "run_policy": {"scheduling": {"queue": "team-a"}},
+        "pod_template": {
+            "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+        },
+    }
+    notes = [str(n) for n in imported.notes]
+    assert "tj.yaml:15:16: spec.trainer.env[0].name: warning: PET_MASTER_PORT dropped" in "\n".join(notes)
+    assert any("tj.yaml:11:15: spec.trainer.command[0]: note: torchrun unwrapped" in n for n in notes)
+    compiled = compile_text(imported.text, "spec.yaml")
+    assert [o.doc["kind"] for o in compiled.outputs] == ["TrainJob"]
+
+
+def test_trainjob_runtime_in_the_stream() -> None:
+    """A TrainingRuntime beside the TrainJob is read with it: its sidecars, backoffLimit and pod fields."""
+    runtime = yaml.safe_load(
+        stream_text([compile_path(GOLDEN / "trainjob-sidecar-runtime" / "elastic.yaml")], "yaml").split("---")[0]
+    )
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 5
+    job = yaml.safe_load(TRAINJOB)
+    job["metadata"]["name"] = "demo"
+    job["spec"]["runtimeRef"] = {"name": "demo", "kind": "TrainingRuntime"}
+    (imported,) = import_stream(to_yaml([runtime, job]), "all.yaml")
+    spec = _spec(imported.text)
+    assert spec["run_policy"]["backoff_limit"] == 5
+    containers = spec["pod_template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["pytorch", "metrics"]
+    assert "restartPolicy" not in containers[1]  # a native sidecar in the runtime is a sidecar in the spec
+    assert spec["pod_template"]["spec"]["priorityClassName"] == "high"
+
+
+def test_trainjob_with_a_malformed_runtime(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    job = yaml.safe_load(TRAINJOB)
+    job["spec"]["runtimeRef"] = {"name": "rt", "kind": "TrainingRuntime"}
+    runtime = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
+               "metadata": {"name": "rt", "namespace": "ml"},
+               "spec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {
+                   "template": {"spec": {"containers": "abc"}}}}}]}}}}  # fmt: skip
+    stream = tmp_path / "all.yaml"
+    stream.write_text(to_yaml([runtime, job]))
+    code, out, err = _run(capsys, str(stream))
+    assert (code, out) == (2, "")
+    assert any(
+        line.startswith(f"{stream}:") and "containers: cannot import: expected a list" in line for line in err
+    ), err

@@ -15,11 +15,9 @@ from typing import Any
 
 from elastic_compile import contract
 from elastic_compile.core.crdcheck import as_int, as_mapping
-from elastic_compile.schema.launchers import launcher_kind, nested_launcher
-from elastic_compile.targets.adopt import Draft, container_argv, read_launch
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
-from elastic_compile.targets.doctor import pod_findings
+from elastic_compile.targets.doctor import launcher_findings, pod_findings
 from elastic_compile.targets.pytorchjob.checks import webhook_findings
 
 _BASE: Path = ("spec", "pytorchReplicaSpecs")
@@ -75,6 +73,13 @@ def findings(job: Mapping[str, Any]) -> list[Finding]:
     return list(dict.fromkeys(found))
 
 
+#: What torchrun flags set that the operator injects as PET_* (kubeflow-pytorchjob.md §4).
+_OVERRIDING = {
+    "nnodes": "PET_NNODES", "rdzv_endpoint": "PET_RDZV_ENDPOINT", "rdzv_backend": "PET_RDZV_BACKEND",
+    "master_addr": "PET_MASTER_ADDR", "node_rank": "PET_NODE_RANK", "rdzv_id": "PET_RDZV_ID",
+}  # fmt: skip
+
+
 def _launcher_findings(
     template: Mapping[str, Any], path: Path, policy: Mapping[str, Any] | None, nodes: int
 ) -> list[Finding]:
@@ -87,63 +92,6 @@ def _launcher_findings(
     if index is None:
         return []
     container = as_mapping(containers[index])
-    if not all(isinstance(w, str) for w in [*(container.get("command") or []), *(container.get("args") or [])]):
-        return []
-    argv, relative = container_argv(container)
     where: Path = (*path, "spec", "containers", index)
-
-    def at(i: int) -> Path:
-        return (*where, *relative(i))
-
-    draft = Draft()  # the reader's notes are the import's business; only its reading is used here
-    launch = read_launch(argv, at, draft)
-    found: list[Finding] = []
-    nested = (launch.program and (launcher_kind(launch.program) or nested_launcher(launch.program))) or any(
-        "another launcher" in message for _p, message, _g in draft.errors
-    )
-    if launch.launcher is not None and nested:
-        found.append(
-            Finding(
-                "nested-launcher",
-                at(launch.program_at or 0),
-                f"{launch.launcher} starts another launcher: every worker becomes an agent of its own, "
-                "nproc_per_node² processes per pod outside the job's rendezvous",
-            )
-        )
-    if launch.launcher is None:
-        return found
-    s = launch.settings
-    overriding = {
-        "nnodes": "PET_NNODES", "rdzv_endpoint": "PET_RDZV_ENDPOINT", "rdzv_backend": "PET_RDZV_BACKEND",
-        "master_addr": "PET_MASTER_ADDR", "node_rank": "PET_NODE_RANK", "rdzv_id": "PET_RDZV_ID",
-    }  # fmt: skip
-    for name, env in overriding.items():
-        value = s.get(name)
-        if value is None or (isinstance(value[0], str) and "$" in value[0]):
-            continue  # not given, or taken from what the operator injects
-        found.append(
-            Finding(
-                "launcher-overrides",
-                at(value[1]),
-                f"--{name.replace('_', '-')} {value[0]} overrides the operator's {env}: the command line beats the "
-                "environment, so the pods disagree with the manifest's topology when it changes",
-            )
-        )
-    if "standalone" in s and nodes > 1:
-        found.append(
-            Finding(
-                "launcher-overrides",
-                at(s["standalone"][1]),
-                f"--standalone in a job of {nodes} pods: each pod meets only itself and trains alone",
-            )
-        )
-    if policy is not None and policy.get("maxRestarts") is None and "max_restarts" not in s:
-        found.append(
-            Finding(
-                "no-max-restarts",
-                ("spec", "elasticPolicy"),
-                "no maxRestarts and no --max-restarts: torchrun's default is 0, so the first failure or membership "
-                "change of an elastic job fails it",
-            )
-        )
-    return found
+    restarts_set = policy is None or policy.get("maxRestarts") is not None
+    return launcher_findings(container, where, _OVERRIDING, nodes=nodes, restarts_set=restarts_set)
