@@ -45,8 +45,8 @@ RULES: tuple[Rule, ...] = (
     Rule("DR004", "standalone", 'the operator renders standalone as PET_STANDALONE="", which torchrun cannot parse'),
     Rule("DR005", "empty-rdzv-conf", "the operator's env builder panics on an empty rdzvConf"),
     Rule("DR006", "elastic-bounds", "Worker replicas outside [minReplicas, maxReplicas], or min above max"),
-    Rule("DR007", "name-too-long", "<name>-worker-<index> must fit 63 characters, or the pods and services are "
-         "never created"),
+    Rule("DR007", "name-too-long", "the pods' names (<name>-worker-<index>, JobSet's <name>-node-0-<index>-xxxxx) must "
+         "fit 63 characters, or the pods and services are never created"),
     Rule("DR008", "no-shm", "without a memory-backed /dev/shm, DataLoader workers and NCCL die with 'Bus error'"),
     Rule("DR009", "launcher-overrides", "a launcher flag beats the PET_* the operator injects: the pods disagree with "
          "the manifest"),
@@ -66,8 +66,7 @@ RULES: tuple[Rule, ...] = (
     Rule("DR019", "host-network-dns", "hostNetwork pods resolve with the node's DNS unless dnsPolicy is "
          "ClusterFirstWithHostNet"),
     Rule("DR020", "no-replicas", "pytorchReplicaSpecs without a replica: the operator has nothing to run"),
-    Rule("DR021", "trainer-webhook", "Trainer v2's webhooks or CEL rules reject the TrainJob, or JobSet fails it "
-         "later"),
+    Rule("DR021", "trainer-webhook", "Trainer v2's webhooks or CEL rules reject the TrainJob"),
     Rule("DR022", "runtime-webhook", "Trainer v2's runtime webhook rejects the runtime, or the SDK skips it"),
     Rule("DR023", "no-launcher", "Trainer's runtime starts no launcher: the PET_* topology is never read"),
     Rule("DR024", "jobset-ttl", "a JobSet TTL makes Trainer v2.3 rerun a failed job without end"),
@@ -91,9 +90,9 @@ def _trainjob(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]
 
 
 def _runtime(runtime: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
-    from elastic_compile.targets.trainjob.doctor import runtime_findings
+    from elastic_compile.targets.trainjob.checks import runtime_findings
 
-    return runtime_findings(runtime, stream)
+    return runtime_findings(runtime)
 
 
 def _schema(schema_file: str, api_version: str, kind: str) -> Checker:

@@ -8,6 +8,8 @@ resources, Kubernetes' own for core kinds.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -102,3 +104,23 @@ def locate(loaded: Loaded | None, path: FieldPath, message: str) -> Problem:
     if loaded is not None:
         return loaded.problem(list(path), message)
     return Problem("<spec>", 1, 1, dotted(list(path)), message)
+
+
+_PART = re.compile(r'\[([0-9]+)\]|\[("(?:[^"\\]|\\.)*")\]|\.?([^.\[]+)')
+
+
+def parse_path(text: str) -> FieldPath:
+    """``spec.trainer.env[0].name`` (or ``metadata.labels["a.b/c"]``) as a path."""
+    out: list[str | int] = []
+    for index, quoted, plain in _PART.findall(text):
+        out.append(int(index) if index else json.loads(quoted) if quoted else plain)
+    return tuple(out)
+
+
+def from_lines(rule: str, lines: Sequence[str]) -> list[Finding]:
+    """``path: message`` lines of a target's checks as findings of ``rule``."""
+    found = []
+    for line in lines:
+        where, _, message = line.partition(": ")
+        found.append(Finding(rule, parse_path(where), message))
+    return found

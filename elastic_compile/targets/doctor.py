@@ -10,9 +10,7 @@ that run on every compile.
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from elastic_compile import contract
@@ -32,6 +30,36 @@ def _containers(pod: Mapping[str, Any]) -> Iterator[tuple[int, Mapping[str, Any]
             yield index, item
 
 
+def has_shm(container: Mapping[str, Any]) -> bool:
+    """True when the container mounts something at /dev/shm (as the compiler's check reads it)."""
+    mounts = container.get("volumeMounts")
+    return any(isinstance(m, Mapping) and mounts_shm(dict(m)) for m in (mounts if isinstance(mounts, list) else []))
+
+
+def no_shm(path: Path, what: str) -> Finding:
+    """The ``no-shm`` finding at ``path``; ``what`` says what is missing where."""
+    return Finding(
+        "no-shm",
+        path,
+        f"{what}: the container runtime's 64 MiB makes DataLoader workers and NCCL die with 'Bus error'; "
+        "mount an emptyDir {medium: Memory} at /dev/shm",
+    )
+
+
+def istio_findings(template: Mapping[str, Any], path: Path) -> list[Finding]:
+    """``istio-sidecar`` when the pod template at ``path`` asks for Istio's sidecar."""
+    annotations = as_mapping(as_mapping(template.get("metadata")).get("annotations"))
+    if str(annotations.get(ISTIO_INJECT)).lower() != "true":
+        return []
+    return [
+        Finding(
+            "istio-sidecar",
+            (*path, "metadata", "annotations", ISTIO_INJECT),
+            "an Istio sidecar breaks the rendezvous (kubeflow/trainer#1637) and keeps the pod from completing",
+        )
+    ]
+
+
 def pod_findings(
     template: Mapping[str, Any], path: Path, *, training: str, engine_env: frozenset[str] = frozenset()
 ) -> list[Finding]:
@@ -46,16 +74,8 @@ def pod_findings(
         where: Path = (*spec_path, "containers", index)
         name = container.get("name")
         if name == training:
-            mounts = container.get("volumeMounts")
-            if not any(isinstance(m, Mapping) and mounts_shm(dict(m)) for m in mounts or []):
-                found.append(
-                    Finding(
-                        "no-shm",
-                        where,
-                        "no /dev/shm mount: the container runtime's 64 MiB makes DataLoader workers and NCCL die "
-                        "with 'Bus error'; mount an emptyDir {medium: Memory} at /dev/shm",
-                    )
-                )
+            if not has_shm(container):
+                found.append(no_shm(where, "no /dev/shm mount"))
         else:
             found.append(
                 Finding(
@@ -96,14 +116,7 @@ def pod_findings(
                 "the operator overwrites the pod's restartPolicy from the replica's (and warns in an event)",
             )
         )
-    if str(as_mapping(as_mapping(template.get("metadata")).get("annotations")).get(ISTIO_INJECT)).lower() == "true":
-        found.append(
-            Finding(
-                "istio-sidecar",
-                (*path, "metadata", "annotations", ISTIO_INJECT),
-                "an Istio sidecar breaks the rendezvous (kubeflow/trainer#1637) and keeps the pod from completing",
-            )
-        )
+    found += istio_findings(template, path)
     if pod.get("hostNetwork") is True and pod.get("dnsPolicy") != "ClusterFirstWithHostNet":
         found.append(
             Finding(
@@ -185,24 +198,4 @@ def launcher_findings(
                 "failure or membership change fails the job",
             )
         )
-    return found
-
-
-_PART = re.compile(r'\[([0-9]+)\]|\[("(?:[^"\\]|\\.)*")\]|\.?([^.\[]+)')
-
-
-def parse_path(text: str) -> Path:
-    """``spec.trainer.env[0].name`` (or ``metadata.labels["a.b/c"]``) as a path."""
-    out: list[str | int] = []
-    for index, quoted, plain in _PART.findall(text):
-        out.append(int(index) if index else json.loads(quoted) if quoted else plain)
-    return tuple(out)
-
-
-def from_lines(rule: str, lines: Sequence[str]) -> list[Finding]:
-    """``path: message`` lines of a target's checks as findings of ``rule``."""
-    found = []
-    for line in lines:
-        where, _, message = line.partition(": ")
-        found.append(Finding(rule, parse_path(where), message))
     return found

@@ -180,7 +180,8 @@ CASES: list[tuple[str, dict[str, Any] | list[dict[str, Any]], str]] = [
     ("DR019", _with(**{f"{W}.template.spec.hostNetwork": True}), f"{W}.template.spec.hostNetwork"),
     ("DR020", _with(**{"spec.pytorchReplicaSpecs": {}}), "spec.pytorchReplicaSpecs"),
     ("DR021", _tj(**{f"{T}.env": [{"name": "PET_NNODES", "value": "2"}]}), f"{T}.env.0.name"),
-    ("DR021", _tj(**{"metadata.name": "a" * 49}), "metadata.name"),
+    ("DR021", _tj(**{f"{T}.numProcPerNode": 0}), f"{T}.numProcPerNode"),
+    ("DR007", _tj(**{"metadata.name": "a" * 49}), "metadata.name"),
     ("DR022", _tj(_with(base=RUNTIME, **{"metadata.labels": None})), "metadata.labels"),
     ("DR023", _tj(**{f"{T}.command": ["python", "train.py"]}), f"{T}.command"),
     ("DR024", _tj(_with(base=RUNTIME, **{"spec.template.spec.ttlSecondsAfterFinished": 60})),
@@ -211,6 +212,11 @@ NEAR_MISSES: list[tuple[str, dict[str, Any] | list[dict[str, Any]]]] = [
     ("DR018", _with(**{f"{W}.template.metadata.annotations": {"sidecar.istio.io/inject": "false"}})),
     ("DR019", _with(**{f"{W}.template.spec.hostNetwork": True, f"{W}.template.spec.dnsPolicy": "ClusterFirstWithHostNet"})),  # noqa: E501
     ("DR021", _tj(**{f"{T}.env": [{"name": "PET_RDZV_BACKEND", "value": "c10d"}]})),
+    ("DR007", _tj(**{"metadata.name": "a" * 48})),
+    ("DR022", _tj(_with(base=RUNTIME, **{"metadata.labels": {"trainer.kubeflow.org/framework": "torch"}}))),
+    ("DR024", _tj(_with(base=RUNTIME, **{"spec.template.spec.failurePolicy": {"maxRestarts": 2}}))),
+    ("DR012", _tj(_with(base=RUNTIME, **{f"{RJ}.initContainers": [{"name": "logs", "image": "x:1",
+                                                                   "restartPolicy": "Always"}]}))),
     ("DR023", _tj(**{f"{T}.command": ["python", "train.py"], f"{T}.numNodes": 1, f"{T}.numProcPerNode": 1})),
     ("DR023", _tj(**{f"{T}.command": ["bash", "-c"], f"{T}.args": ["cd /w && torchrun train.py"]})),
 ]  # fmt: skip
@@ -229,6 +235,9 @@ def test_rule_fires(code: str, doc: dict[str, Any] | list[dict[str, Any]], path:
     assert any(p.path == expected for p in hits), [str(p) for p in hits]
     rule = next(r for r in doctor.RULES if r.code == code)
     assert all(p.message.startswith(f"{code} {rule.name}: ") for p in hits)
+    # One trap, one line: no place is reported twice (under two codes, or twice under one).
+    places = [(p.line, p.col) for p in report.problems]
+    assert len(places) == len(set(places)), [str(p) for p in report.problems]
 
 
 @pytest.mark.parametrize(("code", "doc"), NEAR_MISSES, ids=[c for c, _ in NEAR_MISSES])

@@ -13,7 +13,7 @@ from typing import Any, Final
 from elastic_compile.contract import TRAINING_CONTAINER
 from elastic_compile.core.crdcheck import as_int, as_mapping, name_errors, show
 from elastic_compile.targets.checks import FieldPath as Path
-from elastic_compile.targets.checks import Finding
+from elastic_compile.targets.checks import Finding, from_lines
 
 # apimachinery IsDNS1035Label: the operator names pods and services "<job>-<type>-<index>".
 _DNS1035_MAX: Final = 63
@@ -36,10 +36,7 @@ def webhook_errors(job: Mapping[str, Any]) -> list[str]:
 
 def webhook_findings(job: Mapping[str, Any]) -> list[Finding]:
     """:func:`webhook_errors` as findings: each names its rule (``webhook`` for the webhook's own)."""
-    found: list[Finding] = []
-    for line in name_errors(job):
-        where, _, message = line.partition(": ")
-        found.append(Finding("webhook", tuple(where.split(".")), message))
+    found = from_lines("webhook", name_errors(job))
     spec = as_mapping(job.get("spec"))
     specs_path: Path = ("spec", "pytorchReplicaSpecs")
 

@@ -73,7 +73,8 @@ def findings(job: Mapping[str, Any]) -> list[Finding]:
     return list(dict.fromkeys(found))
 
 
-#: What torchrun flags set that the operator injects as PET_* (kubeflow-pytorchjob.md §4).
+#: What torchrun flags set that the operator injects as PET_* (training-operator v1.9
+#: pkg/controller.v1/pytorch/envvar.go and elastic.go).
 _OVERRIDING = {
     "nnodes": "PET_NNODES", "rdzv_endpoint": "PET_RDZV_ENDPOINT", "rdzv_backend": "PET_RDZV_BACKEND",
     "master_addr": "PET_MASTER_ADDR", "node_rank": "PET_NODE_RANK", "rdzv_id": "PET_RDZV_ID",

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from elastic_compile.core.crdcheck import as_int, as_mapping, name_errors, show
+from elastic_compile.targets.checks import FieldPath as Path
+from elastic_compile.targets.checks import Finding, from_lines
 from elastic_compile.targets.trainjob import api
 
 # The JobSet plugin's manager rule: a DNS-1123 subdomain, "/", then a non-empty path (§5).
@@ -58,157 +60,213 @@ def runtime_jobs(runtime: Mapping[str, Any]) -> dict[str, frozenset[str]]:
 
 
 def trainjob_errors(job: Mapping[str, Any], jobs: Jobs | None) -> list[str]:
-    """The verdict of Trainer v2.3 on the TrainJob ``job``, plus the traps it lets through.
+    """The verdict of Trainer v2.3 on the TrainJob ``job``, plus the traps it lets through, as lines.
 
     ``jobs`` describes the referenced runtime (job -> container names) when it is known
     (ours, or the stock torch-distributed); None skips the checks that need it, as the
     runtime lives on the cluster.
     """
-    errors = name_errors(job)
+    return _lines(trainjob_findings(job, jobs))
+
+
+def _lines(found: Sequence[Finding]) -> list[str]:
+    return list(dict.fromkeys(str(finding) for finding in found))
+
+
+def trainjob_findings(job: Mapping[str, Any], jobs: Jobs | None) -> list[Finding]:
+    """:func:`trainjob_errors` as findings, each named by its rule.
+
+    ``trainer-webhook`` for what Trainer's webhook and CEL rules reject (and ``$(PET_*)``
+    in env, which they let through and never expands), ``name-too-long`` for a name
+    JobSet's pods cannot carry.
+    """
+    found = from_lines("trainer-webhook", name_errors(job))
+
+    def webhook(path: Path, message: str) -> None:
+        found.append(Finding("trainer-webhook", path, message))
+
     spec = as_mapping(job.get("spec"))
     ref = as_mapping(spec.get("runtimeRef"))
     if not ref.get("name"):
-        errors.append("spec.runtimeRef.name: required field is missing")
+        webhook(("spec", "runtimeRef", "name"), "required field is missing")
     kind = ref.get("kind", api.CLUSTER_TRAINING_RUNTIME)
     if ref.get("apiGroup", api.GROUP) != api.GROUP or kind not in api.RUNTIME_KINDS:
         kinds = ", ".join(api.RUNTIME_KINDS)
-        errors.append(f"spec.runtimeRef: unsupported runtime (apiGroup {api.GROUP}, kind one of {kinds})")
+        webhook(("spec", "runtimeRef"), f"unsupported runtime (apiGroup {api.GROUP}, kind one of {kinds})")
 
     trainer = spec.get("trainer")
     if not isinstance(trainer, Mapping):
-        errors.append("spec.trainer: required: without it the torch plugin injects no PET_* variables (§4)")
+        webhook(("spec", "trainer"), "required: without it the torch plugin injects no PET_* variables (§4)")
         trainer = {}
     num_nodes = as_int(trainer.get("numNodes"))
     if num_nodes is None or num_nodes < 1:
         given = show(trainer.get("numNodes"))
-        errors.append(f"spec.trainer.numNodes: must be an integer of at least 1 (given: {given})")
+        webhook(("spec", "trainer", "numNodes"), f"must be an integer of at least 1 (given: {given})")
     nproc = trainer.get("numProcPerNode")
     count = as_int(nproc)
     if count is None or count < 1:
-        errors.append(
-            f"spec.trainer.numProcPerNode: must be an integer of at least 1 since Trainer v2.2 (given: {show(nproc)})"
+        webhook(
+            ("spec", "trainer", "numProcPerNode"),
+            f"must be an integer of at least 1 since Trainer v2.2 (given: {show(nproc)})",
         )
     for i, var in enumerate(_list(trainer.get("env"))):
         name, value = as_mapping(var).get("name"), as_mapping(var).get("value")
         if name in api.RESERVED_ENV:
-            errors.append(f"spec.trainer.env[{i}].name: {name} is reserved: the torch plugin sets it (given: {name})")
+            webhook(
+                ("spec", "trainer", "env", i, "name"), f"{name} is reserved: the torch plugin sets it (given: {name})"
+            )
         if isinstance(value, str) and "$(PET_" in value:
-            errors.append(
-                f"spec.trainer.env[{i}].value: $(PET_...) does not expand in env: the plugin appends PET_* "
-                "after trainer.env; use args"
+            webhook(
+                ("spec", "trainer", "env", i, "value"),
+                "$(PET_...) does not expand in env: the plugin appends PET_* after trainer.env; use args",
             )
     deadline = spec.get("activeDeadlineSeconds")
     seconds = as_int(deadline)
     if deadline is not None and (seconds is None or seconds < 1):
-        errors.append(f"spec.activeDeadlineSeconds: must be at least 1 (given: {show(deadline)})")
+        webhook(("spec", "activeDeadlineSeconds"), f"must be at least 1 (given: {show(deadline)})")
     if num_nodes is not None and num_nodes >= 1:
         name = as_mapping(job.get("metadata")).get("name")
         limit = api.name_limit(num_nodes)
         if isinstance(name, str) and len(name) > limit:
-            errors.append(
-                f"metadata.name: at most {limit} characters for {num_nodes} node(s): JobSet's pod name "
-                f"{name}-node-0-{num_nodes - 1}-xxxxx must fit 63 (given: {len(name)})"
+            found.append(
+                Finding(
+                    "name-too-long",
+                    ("metadata", "name"),
+                    f"at most {limit} characters for {num_nodes} node(s): JobSet's pod name "
+                    f"{name}-node-0-{num_nodes - 1}-xxxxx must fit 63 (given: {len(name)})",
+                )
             )
-    errors += _patch_errors(_list(spec.get("runtimePatches")), jobs)
-    return list(dict.fromkeys(errors))
+    found += _patch_findings(_list(spec.get("runtimePatches")), jobs)
+    return list(dict.fromkeys(found))
 
 
-def _patch_errors(patches: Sequence[Any], jobs: Jobs | None) -> list[str]:
-    errors: list[str] = []
+def _patch_findings(patches: Sequence[Any], jobs: Jobs | None) -> list[Finding]:
+    found: list[Finding] = []
+
+    def webhook(path: Path, message: str) -> None:
+        found.append(Finding("trainer-webhook", path, message))
+
     if len(patches) > _MAX_PATCHES:
-        errors.append(f"spec.runtimePatches: at most {_MAX_PATCHES} entries (given: {len(patches)})")
+        webhook(("spec", "runtimePatches"), f"at most {_MAX_PATCHES} entries (given: {len(patches)})")
     managers: set[str] = set()
     for i, raw in enumerate(patches):
         patch = as_mapping(raw)
-        where = f"spec.runtimePatches[{i}]"
+        where: Path = ("spec", "runtimePatches", i)
         manager = patch.get("manager")
         if not isinstance(manager, str) or not _MANAGER.match(manager):
-            errors.append(
-                f"{where}.manager: must be a domain-prefixed path such as example.com/tool (given: {show(manager)})"
+            webhook(
+                (*where, "manager"),
+                f"must be a domain-prefixed path such as example.com/tool (given: {show(manager)})",
             )
         elif manager in managers:
-            errors.append(f"{where}.manager: {manager} patches twice; one entry per manager")
+            webhook((*where, "manager"), f"{manager} patches twice; one entry per manager")
         else:
             managers.add(manager)
         if "time" in patch:
-            errors.append(f"{where}.time: set by Trainer's mutating webhook; do not emit it")
+            webhook((*where, "time"), "set by Trainer's mutating webhook; do not emit it")
         rjobs = _mappings(_at(patch, "trainingRuntimeSpec", "template", "spec", "replicatedJobs"))
         for j, rjob in enumerate(rjobs):
-            rwhere = f"{where}.trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"
+            rwhere: Path = (*where, "trainingRuntimeSpec", "template", "spec", "replicatedJobs", j)
             rname = rjob.get("name")
             if jobs is not None and rname not in jobs:
                 known = ", ".join(sorted(jobs))
-                errors.append(f"{rwhere}.name: no replicated job {rname} in the runtime (it has: {known})")
+                webhook((*rwhere, "name"), f"no replicated job {rname} in the runtime (it has: {known})")
                 continue
             pod = _pod_spec(rjob)
             for field in ("containers", "initContainers"):
                 for k, container in enumerate(_mappings(pod.get(field))):
-                    cwhere = f"{rwhere}.template.spec.template.spec.{field}[{k}]"
+                    cwhere: Path = (*rwhere, "template", "spec", "template", "spec", field, k)
                     cname = container.get("name")
                     if jobs is not None and cname not in jobs[str(rname)]:
-                        errors.append(
-                            f"{cwhere}.name: no container {cname} in job {rname}; a patch cannot add containers"
+                        webhook(
+                            (*cwhere, "name"), f"no container {cname} in job {rname}; a patch cannot add containers"
                         )
                     if cname in api.NO_ENV_PATCH and "env" in container:
-                        errors.append(f"{cwhere}.env: Trainer refuses env patches on {cname}; use spec.trainer.env")
-    return errors
+                        webhook((*cwhere, "env"), f"Trainer refuses env patches on {cname}; use spec.trainer.env")
+    return found
 
 
 def runtime_errors(runtime: Mapping[str, Any]) -> list[str]:
-    """The runtime webhook's verdict on a (Cluster)TrainingRuntime, plus the traps of §7 and §8.7."""
-    errors = name_errors(runtime)
+    """The runtime webhook's verdict on a (Cluster)TrainingRuntime, plus the traps of §7 and §8.7, as lines."""
+    return _lines(runtime_findings(runtime))
+
+
+def runtime_findings(runtime: Mapping[str, Any]) -> list[Finding]:
+    """:func:`runtime_errors` as findings: ``runtime-webhook`` for the webhook's rules (and what the
+    SDK skips), ``jobset-ttl`` and ``regular-sidecar`` for the traps it lets through."""
+    found = from_lines("runtime-webhook", name_errors(runtime))
+
+    def webhook(path: Path, message: str) -> None:
+        found.append(Finding("runtime-webhook", path, message))
+
     meta = as_mapping(runtime.get("metadata"))
     spec = as_mapping(runtime.get("spec"))
     if as_mapping(meta.get("labels")).get(api.LABEL_FRAMEWORK) is None:
-        errors.append(f"metadata.labels: {api.LABEL_FRAMEWORK} is missing; the SDK skips runtimes without it")
+        webhook(("metadata", "labels"), f"{api.LABEL_FRAMEWORK} is missing; the SDK skips runtimes without it")
     policy = as_mapping(spec.get("mlPolicy"))
     chosen = [f for f in _FRAMEWORKS if f in policy]
     if len(chosen) > 1:
-        errors.append(f"spec.mlPolicy: at most one of {', '.join(_FRAMEWORKS)} (given: {', '.join(chosen)})")
+        webhook(("spec", "mlPolicy"), f"at most one of {', '.join(_FRAMEWORKS)} (given: {', '.join(chosen)})")
     template = as_mapping(spec.get("template"))
     jobset = as_mapping(template.get("spec"))
     if as_mapping(jobset.get("network")).get("subdomain") is not None:
-        errors.append("spec.template.spec.network.subdomain: PET_MASTER_ADDR assumes the TrainJob's name; remove it")
+        webhook(
+            ("spec", "template", "spec", "network", "subdomain"),
+            "PET_MASTER_ADDR assumes the TrainJob's name; remove it",
+        )
     if jobset.get("ttlSecondsAfterFinished") is not None:
-        errors.append(
-            "spec.template.spec.ttlSecondsAfterFinished: Trainer v2.3 recreates a failed JobSet that its TTL "
-            "deleted, without end (kubeflow/trainer#3779); remove it"
+        found.append(
+            Finding(
+                "jobset-ttl",
+                ("spec", "template", "spec", "ttlSecondsAfterFinished"),
+                "Trainer v2.3 recreates a failed JobSet that its TTL deleted, without end (kubeflow/trainer#3779); "
+                "remove it",
+            )
         )
     for i, rjob in enumerate(_mappings(jobset.get("replicatedJobs"))):
-        where = f"spec.template.spec.replicatedJobs[{i}]"
+        where: Path = ("spec", "template", "spec", "replicatedJobs", i)
         step = as_mapping(_at(rjob, "template", "metadata", "labels")).get(api.LABEL_ANCESTOR)
         pod = _pod_spec(rjob)
         names = [as_mapping(c).get("name") for c in _list(pod.get("containers"))]
         if step in api.ANCESTOR_CONTAINERS:
             replicas = rjob.get("replicas", 1)
             if replicas != 1:
-                errors.append(f"{where}.replicas: must be 1 for the {step} step (given: {show(replicas)})")
+                webhook((*where, "replicas"), f"must be 1 for the {step} step (given: {show(replicas)})")
             wanted = api.ANCESTOR_CONTAINERS[str(step)]
             if wanted not in names:
-                errors.append(f"{where}: the {step} step needs a container named {wanted}")
+                webhook(where, f"the {step} step needs a container named {wanted}")
         if step == api.ANCESTOR_TRAINER:
             for k, name in enumerate(names):
                 if name != api.NODE:
-                    errors.append(
-                        f"{where}.template.spec.template.spec.containers[{k}]: {name} would keep the Job from "
-                        "completing; make it a native sidecar (an init container with restartPolicy Always)"
+                    found.append(
+                        Finding(
+                            "regular-sidecar",
+                            (*where, "template", "spec", "template", "spec", "containers", k),
+                            f"{name} would keep the Job from completing; make it a native sidecar (an init "
+                            "container with restartPolicy Always)",
+                        )
                     )
     jobs = runtime_jobs(runtime)
     for i, target in enumerate(_mappings(_at(policy, "torch", "envInjection", "targets"))):
         for name in _list(target.get("containerNames")):
             if name == api.NODE or name not in jobs.get(str(target.get("jobName")), frozenset()):
-                errors.append(f"spec.mlPolicy.torch.envInjection.targets[{i}]: no injectable container {name}")
-    return list(dict.fromkeys(errors))
+                webhook(("spec", "mlPolicy", "torch", "envInjection", "targets", i), f"no injectable container {name}")
+    return list(dict.fromkeys(found))
 
 
 def manifest_errors(doc: Mapping[str, Any], runtime: Mapping[str, Any] | None = None) -> list[str]:
-    """Trainer's rules for one manifest (a TrainJob, TrainingRuntime or ClusterTrainingRuntime).
+    """Trainer's rules for one manifest (a TrainJob, TrainingRuntime or ClusterTrainingRuntime), as lines.
 
     A TrainJob is checked against ``runtime`` when given, else against the stock runtime
     when it references it, else without the runtime-dependent rules.
     """
+    return _lines(manifest_findings(doc, runtime))
+
+
+def manifest_findings(doc: Mapping[str, Any], runtime: Mapping[str, Any] | None = None) -> list[Finding]:
+    """:func:`manifest_errors` as findings, each named by its rule."""
     if doc.get("kind") in api.RUNTIME_KINDS:
-        return runtime_errors(doc)
+        return runtime_findings(doc)
     jobs: Jobs | None = runtime_jobs(runtime) if runtime is not None else None
     ref = as_mapping(as_mapping(doc.get("spec")).get("runtimeRef"))
     stock = (
@@ -218,4 +276,4 @@ def manifest_errors(doc: Mapping[str, Any], runtime: Mapping[str, Any] | None = 
     )
     if jobs is None and stock:
         jobs = dict(api.STOCK_JOBS)
-    return trainjob_errors(doc, jobs)
+    return trainjob_findings(doc, jobs)

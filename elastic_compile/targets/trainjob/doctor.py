@@ -1,12 +1,12 @@
 """Traps in a TrainJob we did not write (``elastic-compile doctor``).
 
 Trainer's webhooks and CEL rules, with the traps they let through
-(:func:`.checks.trainjob_errors`, and :func:`.checks.runtime_errors` for a runtime in the
-same input), then what hand-written TrainJobs get wrong: no launcher (the runtime does
-not start torchrun, kubeflow-trainer-v2.md §3), launcher flags against the PET_* the
-torch plugin injects, no /dev/shm, regular sidecars in the runtime, a JobSet TTL that
-makes v2.3 rerun a failed job (kubeflow/trainer#3779), and the pod rules every target
-shares.
+(:func:`.checks.manifest_findings`; a runtime in the same input is its own document, with
+its regular sidecars and JobSet TTL: :func:`.checks.runtime_findings`), then what
+hand-written TrainJobs get wrong: no launcher (the stock runtime's command is the
+trainer's, it starts no torchrun: Trainer's manifests/base/runtimes/torch_distributed.yaml),
+launcher flags against the PET_* the torch plugin injects, no /dev/shm, an Istio sidecar,
+and the launcher rules every target shares.
 """
 
 from __future__ import annotations
@@ -18,17 +18,15 @@ from elastic_compile import contract
 from elastic_compile.core.crdcheck import as_int, as_mapping
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema.launchers import launcher_kind, nested_launcher
-from elastic_compile.schema.models import mounts_shm
-from elastic_compile.targets.adopt import other_document
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
-from elastic_compile.targets.doctor import from_lines, launcher_findings
-from elastic_compile.targets.pod import ISTIO_INJECT
+from elastic_compile.targets.doctor import has_shm, istio_findings, launcher_findings, no_shm
 from elastic_compile.targets.trainjob import api
 from elastic_compile.targets.trainjob.adopt import find_runtime
-from elastic_compile.targets.trainjob.checks import manifest_errors, runtime_errors
+from elastic_compile.targets.trainjob.checks import manifest_findings
 
-#: torchrun's options against what the torch plugin injects (kubeflow-trainer-v2.md §4).
+#: torchrun's options against what the torch plugin injects (Trainer v2.3
+#: pkg/runtime/framework/plugins/torch/torch.go).
 _OVERRIDING = {
     "nnodes": "PET_NNODES", "nproc_per_node": "PET_NPROC_PER_NODE", "node_rank": "PET_NODE_RANK",
     "master_addr": "PET_MASTER_ADDR", "master_port": "PET_MASTER_PORT",
@@ -38,9 +36,10 @@ _TRAINER: Path = ("spec", "trainer")
 
 def findings(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
     """Every trap of the TrainJob ``job``; ``stream`` may hold the runtime it references."""
-    runtime, index = find_runtime(job, stream)
-    # The runtime's own rules are its document's (runtime_findings), not repeated here.
-    found = from_lines("trainer-webhook", manifest_errors(job, runtime))
+    runtime, _index = find_runtime(job, stream)
+    # The runtime's own rules (its webhook, a JobSet TTL, regular sidecars) are its
+    # document's (runtime_findings), not repeated here.
+    found = manifest_findings(job, runtime)
     spec = as_mapping(job.get("spec"))
     trainer = as_mapping(spec.get("trainer"))
     nodes = as_int(trainer.get("numNodes")) or 1
@@ -69,21 +68,16 @@ def findings(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
                     "reaches the training code",
                 )
             )
-    found += _pod_findings(spec, runtime, index)
+    found += _pod_findings(spec, runtime)
     return list(dict.fromkeys(found))
-
-
-def runtime_findings(runtime: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
-    """A TrainingRuntime's (or ClusterTrainingRuntime's) own rules: Trainer's runtime webhook."""
-    return from_lines("runtime-webhook", runtime_errors(runtime))
 
 
 def _launches(words: Sequence[str]) -> bool:
     return launcher_kind(words) is not None or nested_launcher(words) is not None
 
 
-def _pod_findings(spec: Mapping[str, Any], runtime: Mapping[str, Any] | None, index: int) -> list[Finding]:
-    """/dev/shm, regular sidecars, Istio and the JobSet TTL, across the patches and the runtime."""
+def _pod_findings(spec: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> list[Finding]:
+    """/dev/shm across the patches and the runtime, Istio in the patches."""
     found: list[Finding] = []
     shm = False
     patches = spec.get("runtimePatches")
@@ -95,45 +89,17 @@ def _pod_findings(spec: Mapping[str, Any], runtime: Mapping[str, Any] | None, in
             tpl = as_mapping(as_mapping(as_mapping(rjob).get("template")).get("spec")).get("template")
             base: Path = ("spec", "runtimePatches", p, "trainingRuntimeSpec", "template", "spec", "replicatedJobs", j)
             shm = shm or _mounts_shm(as_mapping(tpl))
-            annotations = as_mapping(as_mapping(as_mapping(tpl).get("metadata")).get("annotations"))
-            if str(annotations.get(ISTIO_INJECT)).lower() == "true":
-                found.append(_istio((*base, "template", "spec", "template", "metadata", "annotations", ISTIO_INJECT)))
+            found += istio_findings(as_mapping(tpl), (*base, "template", "spec", "template"))
     if runtime is not None:
         rspec = as_mapping(as_mapping(runtime.get("spec")).get("template")).get("spec")
-        if as_mapping(rspec).get("ttlSecondsAfterFinished") is not None:
-            found.append(
-                Finding(
-                    "jobset-ttl",
-                    other_document(index, ("spec", "template", "spec", "ttlSecondsAfterFinished")),
-                    "a JobSet TTL in the runtime: Trainer v2.3 recreates a failed JobSet that the TTL deleted, and "
-                    "the job runs again without end (kubeflow/trainer#3779)",
-                )
-            )
-        for j, rjob in enumerate(as_mapping(rspec).get("replicatedJobs") or []):
-            if as_mapping(rjob).get("name") != api.NODE:
-                continue
-            tpl = as_mapping(as_mapping(as_mapping(rjob).get("template")).get("spec")).get("template")
-            shm = shm or _mounts_shm(as_mapping(tpl))
-            containers = as_mapping(as_mapping(tpl).get("spec")).get("containers")
-            for c, container in enumerate(containers if isinstance(containers, list) else []):
-                name = as_mapping(container).get("name")
-                if name != api.NODE:
-                    where = ("spec", "template", "spec", "replicatedJobs", j, "template", "spec", "template", "spec")
-                    found.append(
-                        Finding(
-                            "regular-sidecar",
-                            other_document(index, (*where, "containers", c)),
-                            f"container {name!s} runs beside {api.NODE}: the Job cannot complete while it keeps "
-                            "running; make it a native sidecar (an init container with restartPolicy: Always)",
-                        )
-                    )
+        for rjob in as_mapping(rspec).get("replicatedJobs") or []:
+            if as_mapping(rjob).get("name") == api.NODE:
+                tpl = as_mapping(as_mapping(as_mapping(rjob).get("template")).get("spec")).get("template")
+                shm = shm or _mounts_shm(as_mapping(tpl))
     if not shm:
         found.append(
-            Finding(
-                "no-shm",
-                _TRAINER,
-                "no /dev/shm mount on the node container (neither a runtimePatch nor the runtime gives one): the "
-                "container runtime's 64 MiB makes DataLoader workers and NCCL die with 'Bus error'",
+            no_shm(
+                _TRAINER, "no /dev/shm mount on the node container (neither a runtimePatch nor the runtime gives one)"
             )
         )
     return found
@@ -141,17 +107,7 @@ def _pod_findings(spec: Mapping[str, Any], runtime: Mapping[str, Any] | None, in
 
 def _mounts_shm(template: Mapping[str, Any]) -> bool:
     containers = as_mapping(template.get("spec")).get("containers")
-    for container in containers if isinstance(containers, list) else []:
-        if as_mapping(container).get("name") == api.NODE:
-            mounts = as_mapping(container).get("volumeMounts")
-            if any(isinstance(m, Mapping) and mounts_shm(dict(m)) for m in mounts or []):
-                return True
-    return False
-
-
-def _istio(path: Path) -> Finding:
-    return Finding(
-        "istio-sidecar",
-        path,
-        "an Istio sidecar breaks the rendezvous (kubeflow/trainer#1637) and keeps the pod from completing",
+    return any(
+        as_mapping(c).get("name") == api.NODE and has_shm(as_mapping(c))
+        for c in (containers if isinstance(containers, list) else [])
     )
