@@ -393,7 +393,8 @@ class Rendezvous(_Model):
         default_factory=dict,
         description="Other rendezvous settings for torch (elasticPolicy.rdzvConf): only keys the backend reads, "
         "e.g. keep_alive_interval for c10d or protocol for etcd, checked as elastic-launch checks them. "
-        "Default: none.",
+        "Every pod gets the same keys, so is_host is refused on several nodes (elastic-launch makes the pod "
+        "the endpoint names the host), except false for a store outside the job (rdzv.host). Default: none.",
     )
 
     @field_validator("conf")
@@ -1048,6 +1049,39 @@ class ElasticSpec(_Model):
             )
         return problems
 
+    def _is_host_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """``rdzv.conf.is_host`` on several nodes: every pod gets the same rdzv.conf.
+
+        The operator copies elasticPolicy.rdzvConf into PET_RDZV_CONF of every pod (Flyte
+        bakes it into every pod's --rdzv-conf), so one value cannot name one host.
+        elastic-launch makes the pod the endpoint names the host without it. ``false`` is
+        kept for a store outside the job (``rdzv.host`` set). Under ``target: trainjob`` the
+        TrainJob target reports it (it refuses it on any number of nodes).
+        """
+        value = self.rdzv.conf.get("is_host")
+        if value is None or self.nnodes.max == 1 or self.target == "trainjob":
+            return []
+        where = ("rdzv", "conf", "is_host")
+        if cv.parse_bool(value):
+            return [
+                (
+                    where,
+                    "every pod of a multi-node job gets the same rdzv.conf, so every pod would start its own "
+                    "store (and the pods sharing a node's network would collide on the port); elastic-launch "
+                    "makes the pod the endpoint names the host; remove it",
+                )
+            ]
+        if self.rdzv.host is None:
+            return [
+                (
+                    where,
+                    "every pod of a multi-node job gets the same rdzv.conf, so no pod would host the store "
+                    "(the endpoint names worker 0) and the rendezvous would time out; false fits only a store "
+                    "outside the job (rdzv.host); remove it",
+                )
+            ]
+        return []
+
     @model_validator(mode="after")
     def _cross_field(self) -> ElasticSpec:
         problems: list[tuple[tuple[str | int, ...], str]] = []
@@ -1094,6 +1128,7 @@ class ElasticSpec(_Model):
                             f"a single-node job meets on its own pod with c10d, not {self.rdzv.backend}: {e}",
                         )
                     )
+        problems += self._is_host_problems()
         spec_env = set(self.env) if isinstance(self.env, dict) else {e.name for e in self.env}
         for i, container in enumerate(self.pod_template.spec.get("containers") or []):
             if container.get("name") != contract.TRAINING_CONTAINER:

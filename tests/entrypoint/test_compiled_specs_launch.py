@@ -234,6 +234,30 @@ def test_the_generator_compiles_most_specs() -> None:
     assert seen["rdzv"] >= seen["generated"] // 4, seen
 
 
+# rdzv.conf.is_host reaches every pod alike: it compiles only where one value is right for all of them.
+IS_HOST_CASES = [
+    ({"nnodes": 1, "rdzv": {"conf": {"is_host": "true"}}}, [True]),
+    ({"nnodes": 2, "rdzv": {"host": "store.example.com", "conf": {"is_host": "false"}}}, [False, False]),
+    ({"nnodes": 2}, [True, None]),  # elastic-launch: worker-0 is the pod the endpoint names
+    ({"nnodes": "1:2", "rdzv": {"conf": {"is_host": "true"}}}, None),  # every pod would start a store
+    ({"nnodes": 2, "rdzv": {"conf": {"is_host": "false"}}}, None),  # none would host it
+    ({"nnodes": 2, "target": "flyte", "rdzv": {"conf": {"is_host": "no"}}}, None),
+]
+
+
+@pytest.mark.parametrize(("extra", "hosts"), IS_HOST_CASES, ids=range(len(IS_HOST_CASES)))
+def test_is_host_compiles_only_where_the_pods_agree(extra: dict[str, Any], hosts: list[bool | None] | None) -> None:
+    spec = {"name": "train", "image": "x:1", "command": ["python", "train.py"], **extra}
+    if hosts is None:
+        with pytest.raises(SpecError, match=r"rdzv\.conf\.is_host: every pod of a multi-node job"):
+            compile_text(json.dumps(spec), "spec.yaml")
+        return
+    view = launcher_view(spec)
+    assert view is not None
+    seen = [resolve_settings([c.OPT_DRY_RUN, *argv[1:]], env).rdzv_configs.get("is_host") for _, argv, env in view]
+    assert seen == hosts
+
+
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = Path(sys.executable).with_name(c.LAUNCHER)
 

@@ -86,7 +86,7 @@ CASES: dict[str, dict[str, Any]] = {
     "rdzv-port-conf-and-timeouts": {
         "nnodes": "2:3",
         "max_restarts": 0,
-        "rdzv": {"port": 29400, "conf": {"is_host": "false"}, "join_timeout": "20m", "read_timeout": 1200},
+        "rdzv": {"port": 29400, "conf": {"keep_alive_interval": "10"}, "join_timeout": "20m", "read_timeout": 1200},
         "shutdown_timeout": 60,
     },
     "gpu-written-out-and-user-launcher-env": {
@@ -284,7 +284,7 @@ def test_elastic_settings_are_explicit(built: dict[str, Built]) -> None:
     rdzv = built["rdzv-port-conf-and-timeouts"].env.plugin_config
     assert (rdzv.nnodes, rdzv.max_restarts, rdzv.monitor_interval) == ("2:3", 0, 5)
     assert rdzv.rdzv_configs == {
-        "timeout": 1200, "join_timeout": 1200, **timeouts, "read_timeout": 1200, "is_host": "false"
+        "timeout": 1200, "join_timeout": 1200, **timeouts, "read_timeout": 1200, "keep_alive_interval": "10"
     }  # fmt: skip
     assert rdzv.run_policy == RunPolicy(clean_pod_policy="Running")
     # The int 1 is a plain pod and the int 2 a fixed PyTorchJob: the type Flyte 1 gives them.

@@ -44,7 +44,7 @@ CASES: dict[str, dict[str, Any]] = {
     "sidecar": {"nnodes": 2, "pod_template": {"spec": {"containers": [SIDECAR], "nodeSelector": {"pool": "a"}}}},
     "shm-off": {"nnodes": 2, "shared_memory": False},
     "shm-sized": {"nnodes": 2, "shared_memory": "16Gi"},
-    "rdzv-conf-and-port": {"nnodes": "2:3", "rdzv": {"port": 29400, "conf": {"is_host": "false"}}},
+    "rdzv-conf-and-port": {"nnodes": "2:3", "rdzv": {"port": 29400, "conf": {"keep_alive_interval": "10"}}},
     "pod-integers": {
         "nnodes": 2,
         "pod_template": {

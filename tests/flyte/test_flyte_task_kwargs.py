@@ -52,7 +52,7 @@ CASES: dict[str, dict[str, Any]] = {
     "shm-sized": {"nnodes": 2, "shared_memory": "16Gi", "shutdown_timeout": 60},
     "single-node": {"nproc_per_node": 2, "start_method": "fork"},
     "extended-resource": {"nnodes": 2, "resources": {"requests": {"cpu": 2, "example.com/fpga": 1}}},
-    "rdzv-port-and-conf": {"nnodes": 2, "rdzv": {"port": 29400, "conf": {"is_host": "false"}}},
+    "rdzv-port-and-conf": {"nnodes": 2, "rdzv": {"port": 29400, "conf": {"keep_alive_interval": "10"}}},
     "user-sets-launcher-env": {"nnodes": 2, "env": {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"}},
 }
 
@@ -143,7 +143,7 @@ def test_elastic_config_spells_out_every_runtime_setting(tasks: dict[str, Built]
     assert config.run_policy.clean_pod_policy is CleanPodPolicy.ALL
     assert config.run_policy.ttl_seconds_after_finished == 600
     conf = tasks["rdzv-port-and-conf"].kwargs["task_config"].rdzv_configs
-    assert conf["is_host"] == "false"
+    assert conf["keep_alive_interval"] == "10"
     single = tasks["single-node"].kwargs["task_config"]
     assert (single.nnodes, single.start_method) == (1, "fork")  # the int 1: a plain pod task
 
