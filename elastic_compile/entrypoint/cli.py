@@ -27,7 +27,13 @@ from elastic_compile.entrypoint.resources import usable_cpus
 from elastic_compile.entrypoint.scratch import apply_scratch, prepare_scratch
 from elastic_compile.entrypoint.settings import UsageError, parse_options, resolve_parsed
 
-TORCH_HINT = "pip install 'elastic-compile[launch]'"
+# Not `pip install 'elastic-compile[launch]'`: in an image without torch, pip would fetch the
+# newest torch from PyPI, a CUDA build of several GB that may not match the image (docs/install.md).
+TORCH_HINT = (
+    "elastic-launch needs torch 2.12 or newer in the image: start from an image with torch, or install "
+    "the torch build for its hardware (CUDA, ROCm or CPU: https://pytorch.org/get-started/locally/), "
+    "then pip install --no-deps elastic-compile (docs/install.md)"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,9 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModuleNotFoundError as e:
         if (e.name or "").partition(".")[0] != "torch":
             raise
-        return report.usage_error(f"torch is not installed; install it with: {TORCH_HINT}")
+        return report.usage_error(f"torch is not installed; {TORCH_HINT}")
     except ImportError as e:
-        return report.usage_error(f"torch cannot be imported ({e}); reinstall it with: {TORCH_HINT}")
+        return report.usage_error(f"torch cannot be imported ({e}); {TORCH_HINT}")
     return run_launch(settings)
 
 

@@ -93,8 +93,11 @@ def test_missing_torch_gives_an_install_hint() -> None:
         "sys.exit(main(['--', 'true']))"
     )
     assert done.returncode == c.EXIT_USAGE
+    # The hint never names the [launch] extra: in an image without torch, pip would fetch a CUDA torch.
     assert done.stderr == (
-        "elastic-launch: error: torch is not installed; install it with: pip install 'elastic-compile[launch]'\n"
+        "elastic-launch: error: torch is not installed; elastic-launch needs torch 2.12 or newer in the image: "
+        "start from an image with torch, or install the torch build for its hardware (CUDA, ROCm or CPU: "
+        "https://pytorch.org/get-started/locally/), then pip install --no-deps elastic-compile (docs/install.md)\n"
     )
 
 
