@@ -39,6 +39,17 @@ def test_all_targets_and_json_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert [i["kind"] for i in doc["items"]][:2] == ["PyTorchJob", "PodTemplate"]
 
 
+def test_all_is_what_its_help_says(capsys: pytest.CaptureFixture[str]) -> None:
+    """A spec Flyte 2 can run still gets only its job and PodTemplate from -t all, as --help says."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "never flyte2 (ask for it with -t flyte2)" in " ".join(capsys.readouterr().out.split())
+    spec = str(ROOT / "examples" / "flyte2" / "elastic.yaml")
+    assert main([spec, "-t", "all", "--format", "json"]) == 0
+    assert [i["kind"] for i in json.loads(capsys.readouterr().out)["items"]] == ["PyTorchJob", "PodTemplate"]
+    assert main([spec, "-t", "flyte2", "--format", "json"]) == 0
+
+
 def test_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(Path(MINIMAL).read_bytes())))
     assert main(["-"]) == 0

@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="elastic-compile",
         description="Compile elastic.yaml into validated manifests: a Kubeflow PyTorchJob (v1) or TrainJob "
-        "(Trainer v2), a PodTemplate, a Flyte task.",
+        "(Trainer v2), a PodTemplate, a Flyte 1 task or Flyte 2 TaskEnvironment settings.",
         epilog="Other commands: 'elastic-compile schema' prints the JSON Schema of elastic.yaml; "
         "'elastic-compile import MANIFEST' writes an elastic.yaml for a PyTorchJob written by hand "
         "('import --torchrun -- torchrun ...' for a command line); "
@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="what to emit (default: the spec's target, else pytorchjob): "
         + "; ".join(f"{name}: {targets.get(name).summary}" for name in targets.names())
-        + "; all: every one the spec can make (the job of its target's generation: a PyTorchJob or a TrainJob)",
+        + "; all: the spec's job (the TrainJob when its target is trainjob, else the PyTorchJob), the "
+        "PodTemplate and, with a flyte: section, the Flyte 1 task; never flyte2 (ask for it with -t flyte2)",
     )
     p.add_argument("--format", choices=["yaml", "json"], default="yaml", help="output format (default: yaml)")
     p.add_argument(
