@@ -70,6 +70,8 @@ RULES: tuple[Rule, ...] = (
     Rule("DR022", "runtime-webhook", "Trainer v2's runtime webhook rejects the runtime, or the SDK skips it"),
     Rule("DR023", "no-launcher", "Trainer's runtime starts no launcher: the PET_* topology is never read"),
     Rule("DR024", "jobset-ttl", "a JobSet TTL makes Trainer v2.3 rerun a failed job without end"),
+    Rule("DR025", "rdzv-is-host", "is_host in the rdzvConf of several pods: every pod gets it, so all host the "
+         "store or none does"),
 )  # fmt: skip
 BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RULES}
 

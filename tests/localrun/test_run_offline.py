@@ -191,6 +191,15 @@ def test_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2
     assert "must have a container named 'pytorch'" in err  # the operator's webhook would refuse it
 
+    # is_host in every pod's PET_RDZV_CONF: each pod would start the store (here the second one
+    # fails to bind, exit 202, and is recreated without end); refused before anything runs.
+    hosted = yaml.safe_load(yaml.safe_dump(job))
+    hosted["spec"]["elasticPolicy"]["rdzvConf"] = [{"key": "is_host", "value": "true"}]
+    bad.write_text(yaml.safe_dump(hosted))
+    code, _view, err = _dry(capsys, str(bad))
+    assert code == 2
+    assert "spec.elasticPolicy.rdzvConf[0].value: is_host true reaches every pod" in err
+
     spec = tmp_path / "typo.yaml"
     spec.write_text("name: x\nimage: i:1\ncommand: [python]\nnnodse: 2\n")
     code, _view, err = _dry(capsys, str(spec))

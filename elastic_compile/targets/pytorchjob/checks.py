@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from elastic_compile.contract import TRAINING_CONTAINER
+from elastic_compile.contract_values import parse_bool
 from elastic_compile.core.crdcheck import as_int, as_mapping, name_errors, show
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding, from_lines
@@ -157,6 +158,8 @@ def _trap_findings(
                 )
             )
 
+    found.extend(_is_host_findings(policy, replica_specs, runtime))
+
     name = as_mapping(job.get("metadata")).get("name")
     if isinstance(name, str):
         for rtype, raw_rspec in replica_specs.items():
@@ -174,4 +177,43 @@ def _trap_findings(
                         f"({len(pod)} > {_DNS1035_MAX} characters; {runtime})",
                     )
                 )
+    return found
+
+
+def _is_host_findings(policy: Mapping[str, Any], replica_specs: Mapping[str, Any], runtime: str) -> list[Finding]:
+    """``is_host`` in the rdzvConf of a job with several pods: the operator gives every pod the same PET_RDZV_CONF.
+
+    ``true`` makes every pod start a store on the rendezvous port; ``false`` leaves the store
+    at the endpoint (worker-0) unhosted, unless ``rdzvHost`` names a store outside the job.
+    The schema refuses the same in a spec (``rdzv.conf.is_host``).
+    """
+    conf = policy.get("rdzvConf")
+    if not isinstance(conf, list):
+        return []
+    pods = sum(as_int(as_mapping(r).get("replicas")) or 1 for r in replica_specs.values())
+    if max(pods, as_int(policy.get("maxReplicas")) or 0) < 2:
+        return []
+    found: list[Finding] = []
+    for i, raw in enumerate(conf):
+        entry = as_mapping(raw)
+        if entry.get("key") != "is_host":
+            continue
+        try:
+            host = parse_bool(str(entry.get("value")))
+        except ValueError:
+            continue  # torch refuses it in every pod; elastic-launch says so
+        if host:
+            why = "every pod would start its own store on the rendezvous port"
+        elif policy.get("rdzvHost") is None:
+            why = "no pod would host the store at worker-0 and the rendezvous times out"
+        else:
+            continue  # a store outside the job
+        found.append(
+            Finding(
+                "rdzv-is-host",
+                ("spec", "elasticPolicy", "rdzvConf", i, "value"),
+                f"is_host {entry.get('value')} reaches every pod (the operator's PET_RDZV_CONF): {why}; remove it, "
+                f"the pod the endpoint names hosts ({runtime})",
+            )
+        )
     return found
