@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -272,11 +272,35 @@ def pure_python() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Loaded:
-    """A loaded YAML document: plain Python data plus the node tree it came from."""
+    """A loaded YAML document: plain Python data plus the node tree it came from.
+
+    A spec merged from its bases (:mod:`elastic_compile.core.extends`) has one node tree
+    whose nodes come from several files: ``origins`` names the file of each node placed by
+    the merge (keyed by ``id``, holding the node so that the id stays its own), and every
+    other node is in the file of its parent. ``merged`` holds the ids of the nodes the merge
+    built from values of more than one file, and ``chain`` the files, the spec first.
+    """
 
     file: str
     data: Any
     root: Node
+    origins: Mapping[int, tuple[Node, str]] = field(default_factory=dict)
+    merged: frozenset[int] = frozenset()
+    chain: tuple[str, ...] = ()
+
+    def _walk(self, path: Sequence[str | int]) -> tuple[Node, Node | None, bool, str]:
+        node: Node = self.root
+        key_node: Node | None = None
+        file = self.file
+        for part in path:
+            found = _child(node, part)
+            if found is None:
+                return node, key_node, False, file
+            key_node, node = found
+            if self.origins:
+                origin = self.origins.get(id(node))
+                file = origin[1] if origin is not None else file
+        return node, key_node, True, file
 
     def locate(self, path: Sequence[str | int]) -> tuple[Node, Node | None, bool]:
         """Find the node for ``path``.
@@ -284,20 +308,19 @@ class Loaded:
         Returns ``(node, key_node, exact)``: the deepest node reached, the key node of the
         last mapping step when there is one, and whether the whole path was found.
         """
-        node: Node = self.root
-        key_node: Node | None = None
-        for part in path:
-            found = _child(node, part)
-            if found is None:
-                return node, key_node, False
-            key_node, node = found
-        return node, key_node, True
+        node, key_node, exact, _ = self._walk(path)
+        return node, key_node, exact
+
+    def source(self, path: Sequence[str | int]) -> tuple[str, Node] | None:
+        """The file and node of the value at ``path``, or None when the path is not written anywhere."""
+        node, _, exact, file = self._walk(path)
+        return (file, node) if exact else None
 
     def problem(
         self, path: Sequence[str | int], message: str, *, given: str | None = None, at_key: bool = False
     ) -> Problem:
-        """A ``Problem`` located at ``path`` (or at the deepest part of it that exists)."""
-        node, key_node, exact = self.locate(path)
+        """A ``Problem`` located at ``path`` (or at the deepest part of it that exists), in the file that wrote it."""
+        node, key_node, exact, file = self._walk(path)
         if not exact and isinstance(node, ScalarNode):
             # The path goes on inside a value written as a scalar (function: "a.b:c" is
             # function.target): the scalar itself is at fault.
@@ -306,7 +329,7 @@ class Loaded:
         if exact and given is None and isinstance(node, ScalarNode) and node.value != "":
             given = node.value
         mark = mark_node.start_mark
-        return Problem(self.file, mark.line + 1, mark.column + 1, dotted(path), message, given)
+        return Problem(file, mark.line + 1, mark.column + 1, dotted(path), message, given)
 
 
 def dotted(path: Sequence[str | int]) -> str:
@@ -343,6 +366,15 @@ def _pairs(node: MappingNode, seen: frozenset[int] = frozenset()) -> Iterator[tu
         for source in sources:
             if isinstance(source, MappingNode) and id(source) not in seen:
                 yield from _pairs(source, seen)
+
+
+def mapping_pairs(node: MappingNode) -> dict[str, tuple[Node, Node]]:
+    """Key -> (key node, value node) of a mapping, as its data was built: own keys, then merged (``<<``) ones."""
+    pairs: dict[str, tuple[Node, Node]] = {}
+    for key, value in _pairs(node):
+        if isinstance(key, ScalarNode):
+            pairs.setdefault(key.value, (key, value))
+    return pairs
 
 
 def _child(node: Node, part: str | int) -> tuple[Node | None, Node] | None:
