@@ -60,6 +60,9 @@ CORE_FILE: Final = "k8s-core.json"
 #: Kubernetes' strategic-merge keys for the built-in kinds, for kustomize (not a schema to validate with).
 MERGE_KEYS_FILE: Final = "k8s-merge-keys.json"
 
+#: The end of the message for a missing required field (a base's fragment check drops them).
+REQUIRED: Final = " is required here"
+
 Loc = tuple[str | int, ...]
 Problem = tuple[Loc, str]
 Node = Mapping[str, Any]
@@ -282,7 +285,7 @@ class CompactSchema:
                 problems.append(((*loc, key), "unknown field" + (f"; did you mean {close[0]}?" if close else "")))
         for key in node.get("required", ()):
             if key not in value:
-                problems.append((loc, f"{key} is required here"))
+                problems.append((loc, key + REQUIRED))
 
 
 def _check_quantity(value: Any, loc: Loc, problems: list[Problem]) -> None:
@@ -334,6 +337,16 @@ def load(name: str) -> CompactSchema:
         definitions = {**_read(CORE_FILE)["definitions"], **definitions}
     meta = {k: v for k, v in data.items() if k not in ("definitions", "roots")}
     return CompactSchema(name, definitions, dict(data.get("roots", {})), meta)
+
+
+@cache
+def merge_keys() -> dict[str, Any]:
+    """Kubernetes' strategic-merge keys of the built-in kinds (``k8s-merge-keys.json``'s definitions).
+
+    Swagger form: ``$ref`` is ``#/definitions/<name>``; a merged list carries
+    ``x-kubernetes-patch-merge-key`` and ``x-kubernetes-patch-strategy``.
+    """
+    return dict(_read(MERGE_KEYS_FILE)["definitions"])
 
 
 def core() -> CompactSchema:

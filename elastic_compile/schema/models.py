@@ -193,6 +193,37 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False)
 
 
+#: Validation context key: the data is a base's own values (``extends:``), checked one by
+#: one. Nothing is required and no check spans several fields: the spec that extends the
+#: base, merged with it, is validated whole.
+FRAGMENT = "fragment"
+#: Keys with this prefix in a section of the spec are ignored: they hold YAML anchors for
+#: the rest of the file (``x-gpu: &gpu {...}``), docker-compose's convention.
+EXTENSION_PREFIX = "x-"
+
+
+def is_fragment(info: ValidationInfo) -> bool:
+    """True when validating a base's own values (see :data:`FRAGMENT`)."""
+    return bool(info.context and info.context.get(FRAGMENT))
+
+
+def _allow_extensions(schema: dict[str, Any]) -> None:
+    schema["patternProperties"] = {"^" + EXTENSION_PREFIX: {}}
+
+
+class _Section(_Model):
+    """A section of elastic.yaml (ours, not a Kubernetes shape): ``x-`` keys are allowed and ignored."""
+
+    model_config = ConfigDict(json_schema_extra=_allow_extensions)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_extensions(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(isinstance(k, str) and k.startswith(EXTENSION_PREFIX) for k in data):
+            return {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith(EXTENSION_PREFIX))}
+        return data
+
+
 # --------------------------------------------------------------------------- nnodes
 
 
@@ -286,7 +317,7 @@ def is_extended(name: str) -> bool:
     return ("/" in name and not name.startswith("kubernetes.io/")) or name == GPU_KEY
 
 
-class Resources(_Model):
+class Resources(_Section):
     """Requests and limits of the training container, per node."""
 
     requests: ResourceList = Field(
@@ -301,7 +332,9 @@ class Resources(_Model):
     )
 
     @model_validator(mode="after")
-    def _extended_equal(self) -> Resources:
+    def _extended_equal(self, info: ValidationInfo) -> Resources:
+        if is_fragment(info):
+            return self
         problems: list[tuple[tuple[str | int, ...], str]] = []
         for side, values in (("requests", self.requests), ("limits", self.limits)):
             if GPU_KEY in values and GPU_RESOURCE in values:
@@ -339,7 +372,7 @@ class Resources(_Model):
 # --------------------------------------------------------------------------- rendezvous
 
 
-class Rendezvous(_Model):
+class Rendezvous(_Section):
     """torch elastic rendezvous. Timeouts use the c10d keys torch really reads (torch-elastic.md §3)."""
 
     backend: Literal["c10d", "etcd", "etcd-v2"] = Field(
@@ -424,8 +457,8 @@ class Rendezvous(_Model):
         return conf
 
     @model_validator(mode="after")
-    def _etcd_needs_host(self) -> Rendezvous:
-        if self.backend != "c10d" and self.host is None:
+    def _etcd_needs_host(self, info: ValidationInfo) -> Rendezvous:
+        if not is_fragment(info) and self.backend != "c10d" and self.host is None:
             raise FieldProblems(
                 [(("backend",), f"the {self.backend} backend needs rdzv.host: the address of your etcd server")]
             )
@@ -565,7 +598,7 @@ Env = Annotated[
 # --------------------------------------------------------------------------- run policy
 
 
-class Scheduling(_Model):
+class Scheduling(_Section):
     """Gang scheduling (runPolicy.schedulingPolicy); used only when the operator runs a gang scheduler."""
 
     queue: Annotated[str | None, _text("queue")] = Field(None, description="Volcano/Kueue queue. Default: none.")
@@ -583,7 +616,7 @@ class Scheduling(_Model):
     )
 
 
-class RunPolicy(_Model):
+class RunPolicy(_Section):
     """Job-level policy (PyTorchJob runPolicy)."""
 
     clean_pod_policy: Literal["All", "Running", "None"] = Field(
@@ -613,7 +646,7 @@ class RunPolicy(_Model):
 # --------------------------------------------------------------------------- workload
 
 
-class Function(_Model):
+class Function(_Section):
     """A Python function each worker calls (like Flyte's elastic tasks)."""
 
     target: Annotated[str, _text("function.target")] = Field(
@@ -686,7 +719,7 @@ Annotations = Annotated[
 ]
 
 
-class PodMetadata(_Model):
+class PodMetadata(_Section):
     """Labels and annotations for the pods."""
 
     labels: Labels = Field(
@@ -699,7 +732,7 @@ class PodMetadata(_Model):
     )
 
 
-class PodTemplate(_Model):
+class PodTemplate(_Section):
     """A fragment of a Kubernetes PodTemplateSpec merged with what the compiler generates."""
 
     metadata: PodMetadata = Field(default_factory=PodMetadata, description="Pod labels and annotations.")
@@ -712,8 +745,9 @@ class PodTemplate(_Model):
 
     @field_validator("spec")
     @classmethod
-    def _spec_shape(cls, spec: dict[str, Any]) -> dict[str, Any]:
-        problems = podspec_problems(spec)
+    def _spec_shape(cls, spec: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        fragment = is_fragment(info)
+        problems = podspec_problems(spec, fragment=fragment)
         for field in ("containers", "initContainers"):
             items = spec.get(field)
             for index, item in enumerate(items if isinstance(items, list) else []):
@@ -727,7 +761,7 @@ class PodTemplate(_Model):
                     )
                 if field == "containers" and item.get("name") == contract.TRAINING_CONTAINER:
                     problems += _training_container_problems(item, index)
-                elif not _is_image(item.get("image")):
+                elif not (fragment and "image" not in item) and not _is_image(item.get("image")):
                     what = "a sidecar" if field == "containers" else "an init container"
                     at: tuple[str | int, ...] = (field, index, "image") if "image" in item else (field, index)
                     problems.append(
@@ -789,7 +823,7 @@ def _training_container_problems(container: dict[str, Any], index: int) -> list[
 # --------------------------------------------------------------------------- the spec
 
 
-class FlyteTarget(_Model):
+class FlyteTarget(_Section):
     """Where the Flyte task is registered (used by ``-t flyte``)."""
 
     project: Annotated[str, _text("flyte.project")] = Field(description="Flyte project.")
@@ -806,7 +840,7 @@ TargetName = Literal["pytorchjob", "trainjob", "podtemplate", "flyte", "flyte2"]
 STOCK_RUNTIME = "torch-distributed"
 
 
-class TrainJobSettings(_Model):
+class TrainJobSettings(_Section):
     """Kubeflow Trainer v2 settings (used by ``-t trainjob``)."""
 
     runtime: Annotated[str, _text("trainjob.runtime")] = Field(
@@ -835,11 +869,17 @@ class TrainJobSettings(_Model):
         return value
 
 
-class ElasticSpec(_Model):
+class ElasticSpec(_Section):
     """elastic.yaml: one distributed PyTorch training job."""
 
     schema_: Annotated[str | None, _text("$schema")] = Field(
         None, alias="$schema", description="JSON Schema URL for editors; ignored by the compiler."
+    )
+    extends: Annotated[str | None, _text("extends")] = Field(
+        None,
+        description="A base spec whose values this file extends: a path relative to this file, inside the "
+        "repository. Mappings merge, this file's values win, null removes an inherited value, env and the pod "
+        "template's lists merge by key (docs/many-jobs.md). Default: none.",
     )
     target: TargetName = Field(
         "pytorchjob",
@@ -1083,7 +1123,9 @@ class ElasticSpec(_Model):
         return []
 
     @model_validator(mode="after")
-    def _cross_field(self) -> ElasticSpec:
+    def _cross_field(self, info: ValidationInfo) -> ElasticSpec:
+        if is_fragment(info):
+            return self
         problems: list[tuple[tuple[str | int, ...], str]] = []
         if self.command is None and self.function is None:
             problems.append(

@@ -19,11 +19,17 @@ from elastic_compile.schema import compact
 ROOT: Final = "io.k8s.api.core.v1.PodSpec"
 
 
-def podspec_problems(spec: dict[str, Any]) -> list[compact.Problem]:
-    """Problems in a PodSpec fragment, each with its location relative to the fragment."""
+def podspec_problems(spec: dict[str, Any], *, fragment: bool = False) -> list[compact.Problem]:
+    """Problems in a PodSpec fragment, each with its location relative to the fragment.
+
+    ``fragment``: the values of a base (``extends:``), which the specs extending it complete,
+    so no field is required there.
+    """
     problems = compact.core().problems(spec, {"ref": ROOT})
     # A fragment: the compiler supplies the training container, so `containers` is optional.
-    return [p for p in problems if p != ((), "containers is required here")]
+    if fragment:
+        return [p for p in problems if not p[1].endswith(compact.REQUIRED)]
+    return [p for p in problems if p != ((), "containers" + compact.REQUIRED)]
 
 
 def field_names(definition: str) -> list[str]:

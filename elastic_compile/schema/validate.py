@@ -14,7 +14,7 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import YAML11_SURPRISE, Loaded
 from elastic_compile.schema import ElasticSpec, FieldProblems
-from elastic_compile.schema.models import nested_model
+from elastic_compile.schema.models import FRAGMENT, nested_model
 
 # Tags of the discriminated unions in the schema: not part of a field path.
 _UNION_TAGS = {"map", "list"}
@@ -125,11 +125,15 @@ def _message(err: Any, loaded: Loaded, path: list[str | int]) -> str:
     return message
 
 
+def _not_a_mapping(loaded: Loaded) -> Problem:
+    kind = _kind_of(loaded.root) or "a single value"
+    return loaded.problem([], f"expected a mapping of fields at the top level, not {kind}", given=None)
+
+
 def validate(loaded: Loaded) -> ElasticSpec:
     """Validate loaded data as an ElasticSpec; raise ``SpecError`` with every problem."""
     if not isinstance(loaded.data, dict):
-        kind = _kind_of(loaded.root) or "a single value"
-        raise SpecError([loaded.problem([], f"expected a mapping of fields at the top level, not {kind}", given=None)])
+        raise SpecError([_not_a_mapping(loaded)])
     manifest = _manifest_problem(loaded)
     if manifest is not None:
         raise SpecError([manifest])
@@ -159,9 +163,27 @@ def _manifest_problem(loaded: Loaded) -> Problem | None:
     return dataclasses.replace(loaded.problem(["apiVersion"], message, at_key=True), given=None)
 
 
-def _problems(error: ValidationError, loaded: Loaded) -> list[Problem]:
+def fragment_problems(loaded: Loaded) -> list[Problem]:
+    """The problems of a base's own values (``extends:``), located in the base.
+
+    Each value is checked as it would be in a spec, but nothing is required and no check
+    spans several fields: a base is a fragment that the specs extending it complete, and
+    each of them is validated whole once merged.
+    """
+    if not isinstance(loaded.data, dict):
+        return [_not_a_mapping(loaded)]
+    try:
+        ElasticSpec.model_validate(loaded.data, context={FRAGMENT: True})
+    except ValidationError as e:
+        return sorted(_problems(e, loaded, fragment=True))
+    return []
+
+
+def _problems(error: ValidationError, loaded: Loaded, *, fragment: bool = False) -> list[Problem]:
     problems: list[Problem] = []
     for err in error.errors():
+        if fragment and err["type"] == "missing":
+            continue
         path: list[str | int] = [p for p in err["loc"] if p not in _UNION_TAGS]
         if path and path[-1] == "[key]":
             path = path[:-1]

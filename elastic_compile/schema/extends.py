@@ -1,0 +1,76 @@
+"""How a spec merges onto its base (``extends:``): the lists merged by key, by path.
+
+:mod:`elastic_compile.core.merge` merges mappings deeply and replaces lists; this module
+names the lists of elastic.yaml that merge by key instead (docs/many-jobs.md has the table):
+
+* ``env``, in either form (``NAME: value`` or a list of EnvVars), by name; an inherited
+  variable is replaced whole, because a variable has one source (a value and a
+  ``valueFrom`` merged together would be both, which the API server rejects);
+* ``pod_template.spec``: by Kubernetes' own strategic-merge keys, read from the same file
+  the kustomize bases carry (``schema/compact/k8s-merge-keys.json``), so a base merges into
+  a spec exactly as an overlay's patch merges into the compiled base: containers,
+  initContainers, volumes and imagePullSecrets by name (volumes with ``retainKeys``: a
+  volume that names a new source loses the old one), volumeMounts by mountPath, ports by
+  containerPort, and a container's env by name as above;
+* ``pod_template.spec.tolerations``, which Kubernetes replaces, by ``key`` and ``effect``:
+  a node's taints are unique by key and effect, so a toleration with the same pair is the
+  same toleration changed (operator, value, seconds), and any other adds to the inherited
+  ones. Platform defaults tolerate the GPU taint, a team adds its spot pool, and neither
+  has to repeat the other.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Final
+
+from elastic_compile.core.merge import ITEM, ListRule
+from elastic_compile.schema import compact
+
+#: ``env`` at the top level: by name, in both forms.
+ENV: Final = ListRule(("name",), "replace", map_value="value")
+#: A container's env in the pod template: by name, each variable replaced whole.
+CONTAINER_ENV: Final = ListRule(("name",), "replace")
+#: ``pod_template.spec.tolerations``: by key and effect (see the module docstring).
+TOLERATIONS: Final = ListRule(("key", "effect"), "replace", required=False)
+
+_POD_TEMPLATE_SPEC: Final = ("pod_template", "spec")
+_POD_SPEC: Final = "io.k8s.api.core.v1.PodSpec"
+_MERGE_KEY: Final = "x-kubernetes-patch-merge-key"
+_STRATEGY: Final = "x-kubernetes-patch-strategy"
+
+
+def _resolve(definitions: dict[str, Any], node: Any) -> Any:
+    while isinstance(node, dict) and "$ref" in node:
+        node = definitions.get(str(node["$ref"]).rsplit("/", 1)[-1])
+    return node
+
+
+@lru_cache(maxsize=1024)  # the paths of a spec's lists: a few dozen
+def spec_rule(path: tuple[str, ...]) -> ListRule | None:
+    """The rule of the list at ``path`` (mapping keys and :data:`~elastic_compile.core.merge.ITEM`), or None."""
+    if path == ("env",):
+        return ENV
+    if path[:2] != _POD_TEMPLATE_SPEC or len(path) < 3:
+        return None
+    rest = path[2:]
+    if rest == ("tolerations",):
+        return TOLERATIONS
+    definitions = compact.merge_keys()
+    node: Any = definitions.get(_POD_SPEC)
+    for part in rest:
+        node = _resolve(definitions, node)
+        if not isinstance(node, dict):
+            return None
+        node = node.get("items") if part == ITEM else node.get("properties", {}).get(part)
+    if not isinstance(node, dict) or _MERGE_KEY not in node:
+        return None
+    strategy = str(node.get(_STRATEGY, "")).split(",")
+    if "merge" not in strategy:
+        return None
+    if rest[-1] == "env":
+        return CONTAINER_ENV
+    return ListRule((str(node[_MERGE_KEY]),), "retain" if "retainKeys" in strategy else "merge")
+
+
+__all__ = ["CONTAINER_ENV", "ENV", "TOLERATIONS", "spec_rule"]
