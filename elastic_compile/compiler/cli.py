@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from elastic_compile import __version__, targets
-from elastic_compile.compiler import lint, output
-from elastic_compile.compiler.pipeline import ALL, Compiled, compile_path
+from elastic_compile.compiler import inputs, lint, output
+from elastic_compile.compiler.pipeline import ALL, Compiled, compile_path, resolver, unique_problems
 from elastic_compile.core.errors import CompileError, Problem, SpecError
 
 EXIT_OK, EXIT_DRIFT, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -39,7 +39,13 @@ def _parser() -> argparse.ArgumentParser:
         "'elastic-compile run SPEC_OR_MANIFEST' runs the job on this machine, one process per pod.",
     )
     # nargs="*": with -o, `--check spec.yaml` may have taken the only spec (see _compile).
-    p.add_argument("specs", nargs="*", metavar="SPEC", help="elastic.yaml files; - reads standard input")
+    p.add_argument(
+        "specs",
+        nargs="*",
+        metavar="SPEC",
+        help="elastic.yaml files, or directories: every elastic.yaml and *.elastic.yaml below, in path order "
+        "(_*.elastic.yaml are bases: checked, never compiled on their own); - reads standard input",
+    )
     p.add_argument(
         "-t",
         "--target",
@@ -78,8 +84,9 @@ def _parser() -> argparse.ArgumentParser:
         "--root",
         type=Path,
         metavar="DIR",
-        help="-o and --check read and write only inside DIR, never through a symbolic link leading out of it "
-        "(default: the git working tree of the current directory, else the current directory)",
+        help="-o, --check and the bases specs extend read and write only inside DIR, never through a symbolic "
+        "link leading out of it (default: the git working tree of the current directory, else the current "
+        "directory)",
     )
     p.add_argument("--strict", action="store_true", help="treat lint warnings as errors (exit 2, nothing written)")
     p.add_argument(
@@ -238,15 +245,26 @@ def _compile(ns: argparse.Namespace) -> int:
         ns.check = ""
     if not ns.specs:
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", "the following arguments are required: SPEC")])
+    boundary = output.default_boundary(ns.root)
+    found = inputs.collect(ns.specs, boundary.root)
+    for note in found.notes:
+        print(f"elastic-compile: note: {note}", file=sys.stderr)
+    bases = resolver(boundary)  # one for the run: a base shared by many specs is read once
     compiled: list[Compiled] = []
-    problems: list[Problem] = []
-    for path in ns.specs:
+    problems: list[Problem] = list(found.problems)
+    for path in found.jobs:
         try:
-            compiled.append(compile_path(path, None if ns.target is None else (ns.target,), ns.templates))
+            compiled.append(compile_path(path, None if ns.target is None else (ns.target,), ns.templates, bases))
         except SpecError as e:
             problems.extend(e.problems)
+    for path in found.bases:
+        problems.extend(bases.base_problems(path))
     if problems:
-        raise SpecError(problems)
+        raise SpecError(unique_problems(problems))
+    if not compiled and (ns.output is not None or ns.check is not None):
+        raise SpecError(
+            [Problem("elastic-compile", 0, 0, "usage", "no job to compile: only bases (_*.elastic.yaml) were found")]
+        )
     if lint.report(compiled, ns.ignore, strict=ns.strict):  # warnings to stderr; True: --strict and one fired
         return EXIT_INPUT
     if ns.explain:
@@ -254,17 +272,20 @@ def _compile(ns: argparse.Namespace) -> int:
 
         sys.stdout.write("".join(explain(c) for c in compiled))
         return EXIT_OK
-    boundary = output.default_boundary(ns.root)
     if ns.output is not None:
-        files = output.directory_files(compiled, ns.format)
+        files = output.directory_files(compiled, ns.format, nested=found.directories)
+        # No spec and no base may be inside DIR: a base is an input of every spec extending it.
+        read = list(
+            dict.fromkeys([*found.jobs, *found.bases, *(f for c in compiled if c.loaded for f in c.loaded.chain)])
+        )
         if ns.check is not None:
-            diff, foreign = output.diff_directory(ns.output, files, boundary=boundary, specs=ns.specs)
+            diff, foreign = output.diff_directory(ns.output, files, boundary=boundary, specs=read)
             if foreign:
                 # Named, never read: they are not ours, so never drift either.
                 shown = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more" if len(foreign) > 10 else "")
                 print(f"elastic-compile: note: not written by elastic-compile, left alone: {shown}", file=sys.stderr)
             return _report_drift(diff)
-        output.write_directory(ns.output, files, boundary=boundary, specs=ns.specs)
+        output.write_directory(ns.output, files, boundary=boundary, specs=read)
         return EXIT_OK
     text = output.stream_text(compiled, ns.format)
     if ns.check:

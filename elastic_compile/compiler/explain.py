@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from elastic_compile.compiler.pipeline import Compiled
 from elastic_compile.core.errors import printable
+from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.schema.models import NNodes
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS
 
@@ -43,31 +44,48 @@ def _model_json(value: Any) -> Any:
     raise TypeError(f"cannot show {type(value).__name__}")
 
 
+# Fields shown only when set: they change nothing in the output.
+_ONLY_WHEN_SET = {"schema_", "extends"}
+
+
 def _lines(model: BaseModel, prefix: tuple[str, ...], compiled: Compiled) -> list[tuple[str, str, str]]:
     rows: list[tuple[str, str, str]] = []
     for name, field in type(model).model_fields.items():
         value = getattr(model, name)
         key = field.alias or name
         path = (*prefix, key)
-        if name == "schema_" and value is None:
+        if name in _ONLY_WHEN_SET and value is None:
             continue
         if isinstance(value, BaseModel) and not isinstance(value, NNodes):
             rows += _lines(value, path, compiled)
             continue
-        source = _source(compiled, path)
-        if source is None:
-            source = _DERIVED[name] if name in _DERIVED and not prefix else _default_note(field.description)
+        if compiled.loaded is not None and compiled.loaded.source(path) is not None:
+            rows += _written(compiled.loaded, path, value, "")
+            continue
+        source = _DERIVED[name] if name in _DERIVED and not prefix else _default_note(field.description)
         rows.append((".".join(path), _value(value), source))
     return rows
 
 
-def _source(compiled: Compiled, path: tuple[str, ...]) -> str | None:
-    if compiled.loaded is None:
-        return None
-    node, _, exact = compiled.loaded.locate(list(path))
-    if not exact:
-        return None
-    return f"{compiled.loaded.file}:{node.start_mark.line + 1}"
+def _written(loaded: Loaded, path: tuple[str | int, ...], value: Any, parent: str) -> list[tuple[str, str, str]]:
+    """Rows for a value written in the spec or a base: one, or one per entry when several files wrote it.
+
+    A mapping or list that ``extends:`` merged from several files is shown entry by entry
+    (``env.NCCL_DEBUG``, ``pod_template.spec.containers[0].image``), each with its own file.
+    """
+    found = loaded.source(path)
+    if found is None:  # an entry the schema renamed (ephemeral_storage): where its mapping is
+        return [(dotted(path), _value(value), parent)]
+    file, node = found
+    where = f"{file}:{node.start_mark.line + 1}"
+    if id(node) in loaded.merged:
+        data = _model_json(value) if isinstance(value, BaseModel) else value
+        data = [_model_json(v) if isinstance(v, BaseModel) else v for v in data] if isinstance(data, list) else data
+        if isinstance(data, dict):
+            return [row for key, item in data.items() for row in _written(loaded, (*path, key), item, where)]
+        if isinstance(data, list):
+            return [row for i, item in enumerate(data) for row in _written(loaded, (*path, i), item, where)]
+    return [(dotted(path), _value(value), where)]
 
 
 def explain(compiled: Compiled) -> str:
@@ -75,6 +93,8 @@ def explain(compiled: Compiled) -> str:
     rows = _lines(compiled.spec, (), compiled)
     width = min(max(len(f"{p}: {v}") for p, v, _ in rows), 60)
     origin = compiled.loaded.file if compiled.loaded else "<python>"
+    if compiled.loaded is not None and len(compiled.loaded.chain) > 1:
+        origin += ", extending " + ", ".join(compiled.loaded.chain[1:])
     out = [f"# {compiled.spec.name}: every setting, resolved from {origin}\n"]
     for path, value, source in rows:
         out.append(f"{f'{path}: {value}':<{width}}  # {source}\n")

@@ -42,11 +42,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, Final
 
 from elastic_compile.core.emit import to_yaml
-from elastic_compile.schema.compact import COMPACT_DIR, MERGE_KEYS_FILE
+from elastic_compile.schema import compact
 
 KUSTOMIZATION_FILE: Final = "kustomization.yaml"
 OPENAPI_FILE: Final = "openapi.json"
@@ -137,11 +136,9 @@ CUSTOM_KINDS: tuple[CustomKind, ...] = (
 )
 
 
-@cache
 def builtin_definitions() -> dict[str, Any]:
     """Kubernetes' merge keys for every built-in kind (``schema/compact/k8s-merge-keys.json``)."""
-    data: dict[str, Any] = json.loads((COMPACT_DIR / MERGE_KEYS_FILE).read_text(encoding="utf-8"))
-    return dict(data["definitions"])
+    return compact.merge_keys()
 
 
 def openapi_schema(custom: Sequence[CustomKind] = CUSTOM_KINDS) -> dict[str, Any]:

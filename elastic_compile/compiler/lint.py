@@ -223,13 +223,16 @@ def report(compiled: Sequence[Compiled], ignore: Sequence[str], *, strict: bool,
     out = stream if stream is not None else sys.stderr
     fired = False
     severity = "error" if strict else "warning"
+    shown: set[Problem] = set()
     for c in compiled:
         # In file order, like errors: a reader fixes them top to bottom.
         for problem in sorted(
             found.problem(c.loaded, severity) for found in active(c.spec, c.plan, ignore) if _applies(found, c)
         ):
             fired = True
-            print(problem, file=out)
+            if problem not in shown:  # a base's line, found in every spec extending it: once
+                shown.add(problem)
+                print(problem, file=out)
         for template, found in output_active(c, ignore):
             fired = True
             print(found.output_problem(template, severity), file=out)

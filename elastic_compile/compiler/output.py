@@ -87,15 +87,16 @@ def _base_files(c: Compiled, fmt: str) -> dict[str, str]:
     return files
 
 
-def base_directories(compiled: Sequence[Compiled]) -> list[str]:
-    """Where each spec's base goes below DIR, in order: ``""`` for one spec.
+def base_directories(compiled: Sequence[Compiled], *, nested: bool = False) -> list[str]:
+    """Where each spec's base goes below DIR, in order: ``""`` for one spec named alone.
 
-    Several specs: ``<name>`` each, as long as the names are distinct. When two specs share
+    Several specs, or specs found under a directory (``nested``, so that adding a second job
+    never moves the first): ``<name>`` each, as long as the names are distinct. When two specs share
     a name (the same job in two namespaces), every base is ``<namespace>/<name>``
     (:data:`DEFAULT_NAMESPACE` for a spec that sets none): one rule for the whole
     directory, so a namespace directory can never collide with a job's.
     """
-    if len(compiled) == 1:
+    if len(compiled) == 1 and not nested:
         return [""]
     names = [c.spec.name for c in compiled]
     if len(set(names)) == len(names):
@@ -116,10 +117,10 @@ def base_directories(compiled: Sequence[Compiled]) -> list[str]:
     return dirs
 
 
-def directory_files(compiled: Sequence[Compiled], fmt: str) -> dict[str, str]:
+def directory_files(compiled: Sequence[Compiled], fmt: str, *, nested: bool = False) -> dict[str, str]:
     """Relative path -> content for ``-o DIR`` (see :func:`base_directories` for the layout)."""
     files: dict[str, str] = {}
-    for c, where in zip(compiled, base_directories(compiled), strict=True):
+    for c, where in zip(compiled, base_directories(compiled, nested=nested), strict=True):
         for rel, text in _base_files(c, fmt).items():
             files[f"{where}/{rel}" if where else rel] = text
     return files
