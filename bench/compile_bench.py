@@ -10,7 +10,9 @@ Measures, on this machine and in one run (so that the ratios compare like with l
   *this* compiler) and against the peer: flytekit defining and serializing the equivalent
   Elastic task (what a Flyte user runs today);
 * ``--batch`` distinct specs (the example with another name and size each) compiled by one
-  invocation into ``-o DIR``, against one spec;
+  invocation into ``-o DIR``, against one spec; and the same jobs as a directory whose specs
+  share their settings through ``extends:`` (a platform base and two team bases), so each
+  job file holds only its name, namespace base, command and size;
 * ``--version`` (imports nothing but the CLI);
 * peak RSS of each process (from ``wait4``);
 * in-process throughput: specs compiled per second over N compiles (load, validate, plan,
@@ -88,6 +90,40 @@ def batch_specs(directory: Path, count: int) -> list[str]:
     return paths
 
 
+PLATFORM_BASE = """\
+image: ghcr.io/example/trainer:2.13.0-cuda13
+resources:
+  requests: {cpu: 64, memory: 480Gi, gpu: 8}
+  limits: {memory: 480Gi}
+shared_memory: 64Gi
+rdzv:
+  join_timeout: 900
+max_restarts: 3
+env:
+  NCCL_DEBUG: WARN
+run_policy:
+  ttl_seconds_after_finished: 86400
+"""
+
+
+def extends_specs(directory: Path, count: int) -> Path:
+    """``count`` jobs under ``directory/teams``, each extending one of two team bases over one platform base."""
+    (directory / "platform").mkdir(parents=True)
+    (directory / "platform" / "_defaults.elastic.yaml").write_text(PLATFORM_BASE, encoding="utf-8")
+    for team in ("nlp", "vision"):
+        (directory / "teams" / team).mkdir(parents=True)
+        base = f"extends: ../../platform/_defaults.elastic.yaml\nnamespace: {team}\n"
+        (directory / "teams" / team / "_team.elastic.yaml").write_text(base, encoding="utf-8")
+    for i in range(count):
+        team = ("nlp", "vision")[i % 2]
+        job = (
+            f"extends: _team.elastic.yaml\nname: llm-finetune-{i}\nnnodes: {1 + i % 8}\n"
+            "command: [python, -m, trainer.finetune, --config, configs/llm.yaml, --lr, 1e-4]\n"
+        )
+        (directory / "teams" / team / f"job-{i:04d}.elastic.yaml").write_text(job, encoding="utf-8")
+    return directory / "teams"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=7)
@@ -100,11 +136,16 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="compile-bench-"))
     try:
         specs = batch_specs(work, args.batch)
+        teams = extends_specs(work / "shared", args.batch)
         out = work / "out"
 
         def batch() -> list[str]:
             shutil.rmtree(out, ignore_errors=True)  # every run writes a fresh base
-            return [str(BIN / "elastic-compile"), "-o", str(out), *specs]
+            return [str(BIN / "elastic-compile"), "--root", str(work), "-o", str(out), *specs]
+
+        def shared() -> list[str]:
+            shutil.rmtree(out, ignore_errors=True)
+            return [str(BIN / "elastic-compile"), "--root", str(work), "-o", str(out), str(teams)]
 
         ours = [str(BIN / "elastic-compile"), str(EXAMPLE)]
         rows: list[tuple[str, object]] = [
@@ -116,6 +157,7 @@ def main() -> int:
             ("v2 spec -t pytorchjob", [str(BIN / "elastic-compile"), str(V2_EXAMPLE), "-t", "pytorchjob"]),
             ("v2 spec -t trainjob", [str(BIN / "elastic-compile"), str(V2_EXAMPLE), "-t", "trainjob"]),
             (f"elastic-compile -o DIR <{args.batch} specs>", batch),
+            (f"... <{args.batch} specs, 3 shared bases, a DIR>", shared),
         ]
         if not args.no_peer:
             rows.append(("flytekit: define + serialize (peer)", [sys.executable, "-c", FLYTE_PEER]))
@@ -142,6 +184,11 @@ def main() -> int:
     for target in ("pytorchjob", "trainjob"):
         rate = in_process(args.compiles, V2_EXAMPLE, target)
         print(f"in-process, v2 spec -t {target}: {rate:,.0f} specs/s ({1000 / rate:.2f} ms each)")
+    load, merged = extends_cost(args.compiles)
+    print(
+        f"in-process, load + validate one spec: {load * 1000:.3f} ms alone, {merged * 1000:.3f} ms extending "
+        "two bases (read once per run)"
+    )
     schema_cost(args.compiles)
     return 0
 
@@ -158,6 +205,29 @@ def in_process(compiles: int, example: Path = EXAMPLE, target: str | None = None
     for _ in range(compiles):
         stream_text([compile_text(text, "bench.yaml", targets)], "yaml")
     return compiles / (time.perf_counter() - start)
+
+
+def extends_cost(loads: int) -> tuple[float, float]:
+    """Seconds to load and validate the example alone, and the same job extending two shared bases."""
+    from elastic_compile.compiler.pipeline import load_spec, resolver
+
+    work = Path(tempfile.mkdtemp(prefix="extends-bench-"))
+    try:
+        alone = work / "alone.elastic.yaml"
+        alone.write_bytes(EXAMPLE.read_bytes())
+        teams = extends_specs(work, 1)
+        job = next(teams.glob("nlp/job-*.elastic.yaml"))
+        timings = []
+        for path in (alone, job):
+            bases = resolver(work)
+            load_spec(path, bases)  # warm: the bases are read here, once
+            start = time.perf_counter()
+            for _ in range(loads):
+                load_spec(path, bases)
+            timings.append((time.perf_counter() - start) / loads)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return timings[0], timings[1]
 
 
 def schema_cost(checks: int) -> None:

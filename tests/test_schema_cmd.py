@@ -112,7 +112,7 @@ def test_schema_prints_in_an_ascii_locale() -> None:
 def test_schema_is_2020_12_with_a_title(schema: dict[str, Any]) -> None:
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["title"] == "elastic.yaml"
-    assert {"name", "image"} <= set(schema["required"])
+    assert {"name", "image"} <= set(schema["then"]["required"])
 
 
 # ------------------------------------------------------------------------------ valid specs

@@ -10,7 +10,8 @@ __all__ = ["ElasticSpec", "FieldProblems", "NNodes", "json_schema"]
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of elastic.yaml, with descriptions and defaults.
 
-    Two adjustments to pydantic's output, so that editors agree with the compiler:
+    Adjustments to pydantic's output, so that editors agree with the compiler: the required
+    fields (name, image) are required of a job that extends no base (``if``/``then``), and:
     plain string fields also accept numbers (the loader keeps the text a number was
     written as, so ``[--lr, 1e-4]`` is a valid argv), and optional fields drop their
     ``null`` branch (``anyOf [X, null]`` makes editors report "not valid under any of the
@@ -19,6 +20,10 @@ def json_schema() -> dict[str, Any]:
     schema: dict[str, Any] = _adjust(ElasticSpec.model_json_schema(by_alias=True))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "elastic.yaml"
+    # A file that extends a base may take its name and image from it, and a base (no command
+    # or function of its own) is a fragment: only a job that stands alone must have them.
+    schema["if"] = {"anyOf": [{"required": ["command"]}, {"required": ["function"]}], "not": {"required": ["extends"]}}
+    schema["then"] = {"required": schema.pop("required")}
     return schema
 
 

@@ -668,6 +668,11 @@ def _function(value: Any) -> Any:
     return {"target": value} if isinstance(value, str) else value
 
 
+def _function_schema(schema: dict[str, Any]) -> None:
+    # The short form, "pkg.module:fn", beside the mapping (pydantic sees only the model).
+    schema["anyOf"] = [{"type": "string", "pattern": _FUNCTION.pattern}, *schema.get("anyOf", [])]
+
+
 def meta_name_problems(
     mapping: dict[str, str], what: str, check_value: bool
 ) -> list[tuple[tuple[str | int, ...], str]]:
@@ -903,7 +908,9 @@ class ElasticSpec(_Section):
         "[python, train.py, --lr, 1e-4]. Give exactly one of command and function.",
     )
     function: Annotated[Function | None, BeforeValidator(_function)] = Field(
-        None, description='A Python function each worker calls: "pkg.module:fn" or {target, args}.'
+        None,
+        description='A Python function each worker calls: "pkg.module:fn" or {target, args}.',
+        json_schema_extra=_function_schema,
     )
     nnodes: NNodesField = Field(
         default_factory=lambda: NNodes(min=1, max=1),

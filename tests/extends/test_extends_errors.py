@@ -1,0 +1,297 @@
+"""Bad bases: one located line per problem, in the file that has it, through the CLI as a user runs it.
+
+Bases arrive in pull requests like specs: a base outside the working tree, a symbolic link
+that leads out, a FIFO, a cycle or an endless chain are refused with one line, never
+followed, never printed, and never read past the loader's limits.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Write
+from extends_helpers import JOB
+
+from elastic_compile.compiler.cli import main
+from elastic_compile.compiler.pipeline import compile_text
+from elastic_compile.core import extends
+from elastic_compile.core.errors import SpecError
+from elastic_compile.core.loader import MAX_BYTES
+
+SECRET = "s3cr3t-outside-the-tree"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def lines(err: str) -> list[str]:
+    return err.splitlines()
+
+
+def test_errors_in_a_base_are_located_in_the_base(write: Write, capsys: pytest.CaptureFixture[str]) -> None:
+    write(
+        {
+            "platform/_defaults.elastic.yaml": """
+                image: reg/t:1
+                max_restarts: -1
+                resources:
+                  requests: {cpu: 2x}
+            """,
+            "job.elastic.yaml": "extends: platform/_defaults.elastic.yaml\n" + JOB + "nnodes: 0\n",
+        }
+    )
+    code, out, err = run(capsys, "job.elastic.yaml")
+    assert (code, out) == (2, "")
+    assert lines(err) == [
+        "job.elastic.yaml:4:9: nnodes: expected N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 1:4 (given: 0)",
+        "platform/_defaults.elastic.yaml:3:15: max_restarts: must be >= 0 (given: -1)",
+        "platform/_defaults.elastic.yaml:5:19: resources.requests.cpu: not a Kubernetes quantity; use a number with "
+        "an optional suffix: 500m, 8, 64Gi, 1e3 (given: 2x)",
+    ]
+
+
+def test_a_base_is_a_fragment_that_needs_no_name_and_is_checked_alone(
+    write: Write, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Nothing is required in a base, and nothing that spans fields is judged there: the
+    # sidecar gets its image, and the request its limit, from the specs that extend it.
+    write(
+        {
+            "_team.elastic.yaml": """
+                resources: {requests: {gpu: 8}, limits: {gpu: 4}}
+                rdzv: {backend: etcd-v2}
+                pod_template:
+                  spec:
+                    containers:
+                      - name: log-shipper
+                        volumeMounts: [{name: logs, mountPath: /logs}]
+                    topologySpreadConstraints:
+                      - {topologyKey: topology.kubernetes.io/zone}
+            """,
+            "_bad.elastic.yaml": "shared_memory: maybe\npod_template: {spec: {nodeSelectr: {a: b}}}\n",
+        }
+    )
+    code, _, err = run(capsys, "_team.elastic.yaml", "_bad.elastic.yaml")
+    assert code == 2
+    assert lines(err) == [
+        "_bad.elastic.yaml:1:16: shared_memory: not a Kubernetes "
+        "quantity; use a number with an optional suffix: 500m, 8, 64Gi, 1e3 (given: maybe)",
+        "_bad.elastic.yaml:2:23: pod_template.spec.nodeSelectr: unknown field; did you mean nodeSelector? "
+        "(given: nodeSelectr)",
+    ]
+
+
+def test_a_base_whose_values_a_spec_completes_compiles(write: Write, capsys: pytest.CaptureFixture[str]) -> None:
+    write(
+        {
+            "_team.elastic.yaml": """
+                image: reg/t:1
+                resources: {requests: {gpu: 8}}
+                pod_template:
+                  spec:
+                    volumes: [{name: logs, emptyDir: {}}]
+                    containers:
+                      - name: log-shipper
+                        volumeMounts: [{name: logs, mountPath: /logs}]
+            """,
+            "job.elastic.yaml": "extends: _team.elastic.yaml\n"
+            + JOB
+            + "pod_template: {spec: {containers: [{name: log-shipper, image: fluent/fluent-bit:3.0}]}}\n",
+        }
+    )
+    assert run(capsys, "job.elastic.yaml", "_team.elastic.yaml")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        pytest.param(
+            {"job.elastic.yaml": "extends: job.elastic.yaml\n" + JOB},
+            "job.elastic.yaml:1:10: extends: a cycle of bases: job.elastic.yaml -> job.elastic.yaml "
+            "(given: job.elastic.yaml)",
+            id="itself",
+        ),
+        pytest.param(
+            {
+                "a/_a.elastic.yaml": "extends: ../b/_b.elastic.yaml\n",
+                "b/_b.elastic.yaml": "extends: ../a/_a.elastic.yaml\n",
+                "job.elastic.yaml": "extends: a/_a.elastic.yaml\n" + JOB,
+            },
+            "b/_b.elastic.yaml:1:10: extends: a cycle of bases: a/_a.elastic.yaml -> b/_b.elastic.yaml -> "
+            "a/_a.elastic.yaml (given: ../a/_a.elastic.yaml)",
+            id="two bases",
+        ),
+        pytest.param(
+            {"job.elastic.yaml": "extends: _missing.elastic.yaml\n" + JOB},
+            "job.elastic.yaml:1:10: extends: no such file (given: _missing.elastic.yaml)",
+            id="missing",
+        ),
+        pytest.param(
+            {"job.elastic.yaml": "extends: ../_outside.elastic.yaml\n" + JOB},
+            "job.elastic.yaml:1:10: extends: outside {tree}, where elastic-compile reads bases (see --root) "
+            "(given: ../_outside.elastic.yaml)",
+            id="outside the tree",
+        ),
+        pytest.param(
+            {"job.elastic.yaml": "extends: /etc/passwd\n" + JOB},
+            "job.elastic.yaml:1:10: extends: must be a path relative to this file, so the repository can move "
+            "(given: /etc/passwd)",
+            id="absolute",
+        ),
+        pytest.param(
+            {"job.elastic.yaml": "extends: [a.yaml, b.yaml]\n" + JOB},
+            "job.elastic.yaml:1:10: extends: expected the path of a base spec, relative to this file",
+            id="a list",
+        ),
+        pytest.param(
+            {"job.elastic.yaml": "extends: bases\n" + JOB, "bases/x": ""},
+            "job.elastic.yaml:1:10: extends: a directory, not a regular file; not read (given: bases)",
+            id="a directory",
+        ),
+        pytest.param(
+            {"_base.elastic.yaml": "image: [unclosed\n", "job.elastic.yaml": "extends: _base.elastic.yaml\n" + JOB},
+            "_base.elastic.yaml:2:1: yaml: expected ',' or ']', but got '<stream end>' (while parsing a flow "
+            "sequence at line 1, column 8)",
+            id="bad YAML in the base",
+        ),
+    ],
+)
+def test_chain_errors_are_one_located_line(
+    write: Write, tree: Path, capsys: pytest.CaptureFixture[str], files: dict[str, str], expected: str
+) -> None:
+    write(files)
+    (tree.parent / "_outside.elastic.yaml").write_text("image: reg/t:1\n")
+    code, out, err = run(capsys, "job.elastic.yaml")
+    assert (code, out, lines(err)) == (2, "", [expected.format(tree=tree)])
+
+
+def test_the_chain_is_bounded(write: Write, capsys: pytest.CaptureFixture[str]) -> None:
+    # job extends MAX_BASES + 1 bases (_0 ... _8), ok the last MAX_BASES of them.
+    chain = {f"_{i}.elastic.yaml": f"extends: _{i + 1}.elastic.yaml\n" for i in range(extends.MAX_BASES)}
+    chain[f"_{extends.MAX_BASES}.elastic.yaml"] = "image: reg/t:1\n"
+    write(
+        {
+            **chain,
+            "job.elastic.yaml": "extends: _0.elastic.yaml\n" + JOB,
+            "ok.elastic.yaml": "extends: _1.elastic.yaml\n" + JOB.replace("job", "ok"),
+        }
+    )
+    code, _, err = run(capsys, "job.elastic.yaml")
+    assert (code, lines(err)) == (
+        2,
+        [f"job.elastic.yaml:1:10: extends: more than {extends.MAX_BASES} bases in one chain (given: _0.elastic.yaml)"],
+    )
+    # One base nearer, the same files are fine: a chain that is too long is never cached as an error.
+    assert run(capsys, "ok.elastic.yaml", "job.elastic.yaml")[2].count("more than") == 1
+    assert run(capsys, "ok.elastic.yaml")[0] == 0
+
+
+def test_the_bytes_of_a_chain_are_bounded(write: Write, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Each file may hold up to the loader's 1 MiB; their sum is bounded too.
+    padding = "# " + "x" * 1000 + "\n"
+    big = padding * ((MAX_BYTES - 2000) // len(padding))
+    write(
+        {
+            "_a.elastic.yaml": big + "extends: _b.elastic.yaml\n",
+            "_b.elastic.yaml": big + "extends: _c.elastic.yaml\n",
+            "_c.elastic.yaml": big + "image: reg/t:1\n",
+            "job.elastic.yaml": "extends: _a.elastic.yaml\n" + JOB,
+        }
+    )
+    code, _, err = run(capsys, "job.elastic.yaml")
+    line = big.count("\n") + 1
+    assert (code, lines(err)) == (
+        2,
+        [
+            f"_a.elastic.yaml:{line}:10: extends: this base and its own bases hold more than {extends.MAX_CHAIN_BYTES} "
+            "bytes of YAML together (given: _b.elastic.yaml)"
+        ],
+    )
+
+
+def test_a_symbolic_link_that_leads_out_is_refused_unread(
+    write: Write, tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tree.parent / "elsewhere"
+    outside.mkdir()
+    (outside / "_secret.elastic.yaml").write_text(f"image: {SECRET}\nnnodes: {SECRET}\n")
+    os.symlink(outside / "_secret.elastic.yaml", tree / "_base.elastic.yaml")
+    os.symlink(outside, tree / "shared")
+    write(
+        {
+            "a.elastic.yaml": "extends: _base.elastic.yaml\n" + JOB,
+            "b.elastic.yaml": "extends: shared/_secret.elastic.yaml\n" + JOB.replace("job", "b"),
+        }
+    )
+    code, out, err = run(capsys, "a.elastic.yaml", "b.elastic.yaml")
+    assert (code, out) == (2, "")
+    assert lines(err) == [
+        f"a.elastic.yaml:1:10: extends: a symbolic link that leads outside {tree}; not followed "
+        "(given: _base.elastic.yaml)",
+        f"b.elastic.yaml:1:10: extends: a symbolic link that leads outside {tree}; not followed "
+        "(given: shared/_secret.elastic.yaml)",
+    ]
+    assert SECRET not in err and str(outside) not in err
+
+
+def test_a_symbolic_link_inside_the_tree_is_read_where_it_leads(
+    write: Write, tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        {
+            "platform/_defaults.elastic.yaml": "image: reg/t:1\n",
+            "job.elastic.yaml": "extends: _base.elastic.yaml\n" + JOB,
+        }
+    )
+    os.symlink("platform/_defaults.elastic.yaml", tree / "_base.elastic.yaml")
+    assert run(capsys, "job.elastic.yaml")[0] == 0
+
+
+def test_root_widens_the_boundary(write: Write, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tree.parent / "_shared.elastic.yaml").write_text("image: reg/t:1\n")
+    write({"job.elastic.yaml": "extends: ../_shared.elastic.yaml\n" + JOB})
+    assert run(capsys, "job.elastic.yaml")[0] == 2
+    assert run(capsys, "--root", str(tree.parent), "job.elastic.yaml")[0] == 0
+
+
+def test_a_fifo_base_is_refused_without_blocking(write: Write, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    os.mkfifo(tree / "_base.elastic.yaml")
+    write({"job.elastic.yaml": "extends: _base.elastic.yaml\n" + JOB})
+    code, _, err = run(capsys, "job.elastic.yaml")
+    assert (code, lines(err)) == (
+        2,
+        ["job.elastic.yaml:1:10: extends: a special file, not a regular file; not read (given: _base.elastic.yaml)"],
+    )
+
+
+def test_a_base_larger_than_the_limit_is_not_read_past_it(
+    write: Write, tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tree / "_big.elastic.yaml").write_text("# " + "x" * MAX_BYTES + "\n")
+    write({"job.elastic.yaml": "extends: _big.elastic.yaml\n" + JOB})
+    code, _, err = run(capsys, "job.elastic.yaml")
+    assert (code, lines(err)) == (2, [f"_big.elastic.yaml:1:1: spec: the file is larger than {MAX_BYTES} bytes"])
+
+
+def test_a_spec_without_a_file_cannot_extend(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tree: Path
+) -> None:
+    text = "extends: _base.elastic.yaml\n" + JOB
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    code, _, err = run(capsys, "-")
+    assert (code, lines(err)) == (
+        2,
+        [
+            "<stdin>:1:10: extends: a spec that is not read from a file cannot extend one (its base is found "
+            "relative to the spec's file); name the file instead (given: _base.elastic.yaml)"
+        ],
+    )
+    with pytest.raises(SpecError):
+        compile_text(text)
