@@ -64,11 +64,10 @@ def environment_settings(spec: str | Path | ElasticSpec, *, name: str | None = N
 
 
 def _load(spec: str | Path | ElasticSpec) -> tuple[ElasticSpec, Loaded | None]:
-    from elastic_compile.core.loader import load_file
     from elastic_compile.schema import ElasticSpec
-    from elastic_compile.schema.validate import validate
+    from elastic_compile.schema.extends import load_spec
 
     if isinstance(spec, ElasticSpec):
         return spec, None
-    loaded = load_file(spec)
-    return validate(loaded), loaded
+    loaded, validated = load_spec(spec)  # with its bases (extends:), inside the working tree
+    return validated, loaded

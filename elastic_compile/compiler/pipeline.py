@@ -14,12 +14,12 @@ from typing import Any
 
 from elastic_compile import targets as registry
 from elastic_compile.compiler.render import custom_template, render
-from elastic_compile.core import extends, safefs
+from elastic_compile.core import extends
 from elastic_compile.core.errors import CompileError, Problem, SpecError
 from elastic_compile.core.loader import Loaded, load_text
 from elastic_compile.schema import ElasticSpec
-from elastic_compile.schema.extends import spec_rule
-from elastic_compile.schema.validate import fragment_problems, validate
+from elastic_compile.schema.extends import load_spec, resolver, unique_problems
+from elastic_compile.schema.validate import validate
 from elastic_compile.targets import Document, Target
 from elastic_compile.targets.pytorchjob.plan import Plan, spec_to_plan
 
@@ -111,35 +111,6 @@ def compile_spec(
     return Compiled(loaded, spec, spec_to_plan(spec), outputs)
 
 
-def resolver(boundary: safefs.Boundary | Path | None = None) -> extends.Resolver:
-    """Reads specs with their bases (``extends:``) for one run, each base once.
-
-    ``boundary``: where bases may be read (default: the git working tree of the current
-    directory, as for ``-o``).
-    """
-    return extends.Resolver(boundary or safefs.work_tree(), spec_rule, fragment_problems)
-
-
-def unique_problems(problems: Sequence[Problem]) -> list[Problem]:
-    """Each located message once: a base's problem is found in the base and in every spec merged with it."""
-    seen: dict[tuple[str, int, int, str], Problem] = {}
-    for p in problems:
-        seen.setdefault((p.file, p.line, p.col, p.message), p)
-    return list(seen.values())
-
-
-def load_spec(path: str | Path, bases: extends.Resolver | None = None) -> tuple[Loaded, ElasticSpec]:
-    """The spec at ``path`` merged onto its bases, and validated; ``SpecError`` with every problem of both."""
-    loaded, problems = (bases or resolver()).load(path)
-    try:
-        spec = validate(loaded)
-    except SpecError as e:
-        raise SpecError(sorted(unique_problems([*problems, *e.problems]))) from e
-    if problems:
-        raise SpecError(sorted(problems))
-    return loaded, spec
-
-
 def compile_path(
     path: str | Path,
     targets: Sequence[str] | None = None,
@@ -164,3 +135,18 @@ def compile_text(
     loaded = load_text(text, file)
     extends.refuse(loaded)
     return compile_spec(validate(loaded), targets, template_dir, loaded)
+
+
+__all__ = [
+    "ALL",
+    "Compiled",
+    "Output",
+    "compile_path",
+    "compile_spec",
+    "compile_text",
+    "load_spec",
+    "render_document",
+    "resolve_targets",
+    "resolver",
+    "unique_problems",
+]

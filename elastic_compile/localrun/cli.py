@@ -230,7 +230,7 @@ def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
     Raises ``SpecError`` for a spec the compiler rejects, :class:`RunError` otherwise.
     """
     from elastic_compile.compiler import lint
-    from elastic_compile.compiler.pipeline import compile_text
+    from elastic_compile.compiler.pipeline import compile_path, compile_text
 
     if source == "-":
         raw = (stdin or sys.stdin.buffer).read(MAX_BYTES + 1)
@@ -247,7 +247,8 @@ def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
         raise RunError(f"{label}: the file is larger than {MAX_BYTES} bytes")
     found = _jobs(raw)
     if found is None:
-        compiled = compile_text(raw, label)
+        # A file is compiled as a file, so that its bases (extends:) are found beside it.
+        compiled = compile_text(raw, label) if source == "-" else compile_path(source)
         lint.report([compiled], [], strict=False)  # the compiler's warnings, as `elastic-compile SPEC` prints them
         docs = [o.doc for o in compiled.outputs]
         if not any(d.get("kind") in _JOB_KINDS for d in docs):

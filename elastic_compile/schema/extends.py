@@ -1,4 +1,4 @@
-"""How a spec merges onto its base (``extends:``): the lists merged by key, by path.
+"""How a spec merges onto its base (``extends:``): the lists merged by key, by path; loading a spec with its bases.
 
 :mod:`elastic_compile.core.merge` merges mappings deeply and replaces lists; this module
 names the lists of elastic.yaml that merge by key instead (docs/many-jobs.md has the table):
@@ -21,11 +21,17 @@ names the lists of elastic.yaml that merge by key instead (docs/many-jobs.md has
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Final
 
+from elastic_compile.core import extends, safefs
+from elastic_compile.core.errors import Problem, SpecError
+from elastic_compile.core.loader import Loaded
 from elastic_compile.core.merge import ITEM, ListRule
-from elastic_compile.schema import compact
+from elastic_compile.schema import ElasticSpec, compact
+from elastic_compile.schema.validate import fragment_problems, validate
 
 #: ``env`` at the top level: by name, in both forms.
 ENV: Final = ListRule(("name",), "replace", map_value="value")
@@ -73,4 +79,33 @@ def spec_rule(path: tuple[str, ...]) -> ListRule | None:
     return ListRule((str(node[_MERGE_KEY]),), "retain" if "retainKeys" in strategy else "merge")
 
 
-__all__ = ["CONTAINER_ENV", "ENV", "TOLERATIONS", "spec_rule"]
+def resolver(boundary: safefs.Boundary | Path | None = None) -> extends.Resolver:
+    """Reads specs with their bases (``extends:``) for one run, each base once.
+
+    ``boundary``: where bases may be read (default: the git working tree of the current
+    directory, as for ``-o``).
+    """
+    return extends.Resolver(boundary or safefs.work_tree(), spec_rule, fragment_problems)
+
+
+def unique_problems(problems: Sequence[Problem]) -> list[Problem]:
+    """Each located message once: a base's problem is found in the base and in every spec merged with it."""
+    seen: dict[tuple[str, int, int, str], Problem] = {}
+    for p in problems:
+        seen.setdefault((p.file, p.line, p.col, p.message), p)
+    return list(seen.values())
+
+
+def load_spec(path: str | Path, bases: extends.Resolver | None = None) -> tuple[Loaded, ElasticSpec]:
+    """The spec at ``path`` merged onto its bases, and validated; ``SpecError`` with every problem of both."""
+    loaded, problems = (bases or resolver()).load(path)
+    try:
+        spec = validate(loaded)
+    except SpecError as e:
+        raise SpecError(sorted(unique_problems([*problems, *e.problems]))) from e
+    if problems:
+        raise SpecError(sorted(problems))
+    return loaded, spec
+
+
+__all__ = ["CONTAINER_ENV", "ENV", "TOLERATIONS", "load_spec", "resolver", "spec_rule", "unique_problems"]

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from elastic_compile import contract
-from elastic_compile.core.loader import Loaded, load_file
+from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
-from elastic_compile.schema.validate import validate
+from elastic_compile.schema.extends import load_spec
 from elastic_compile.targets.checks import raise_problems
 from elastic_compile.targets.flyte.task import (
     add_launcher_env,
@@ -64,8 +64,8 @@ def task_kwargs(path: str | Path) -> dict[str, Any]:
     ``flyte:`` section are not used: the decorated function is what runs, and
     ``pyflyte register`` names the task.
     """
-    loaded = load_file(path)
-    return spec_task_kwargs(validate(loaded), loaded)
+    loaded, spec = load_spec(path)  # with its bases (extends:), inside the working tree
+    return spec_task_kwargs(spec, loaded)
 
 
 def spec_task_kwargs(spec: ElasticSpec, loaded: Loaded | None = None) -> dict[str, Any]:
