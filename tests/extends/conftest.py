@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from extends_helpers import Write
 
 
 @pytest.fixture
@@ -17,9 +17,6 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / ".git").mkdir()
     monkeypatch.chdir(root)
     return root
-
-
-Write = Callable[[dict[str, str]], None]
 
 
 @pytest.fixture

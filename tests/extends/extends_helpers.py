@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from elastic_compile.compiler.pipeline import Compiled, compile_path, resolver
+
+#: The ``write`` fixture: ``write({"a/b.elastic.yaml": "text"})`` writes files below the tree.
+Write = Callable[[dict[str, str]], None]
 
 #: What every job needs besides its bases (the image and the command may come from a base).
 JOB = "name: job\ncommand: [python, train.py]\n"

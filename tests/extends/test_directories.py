@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Write
+from extends_helpers import Write
 
 from elastic_compile.compiler import inputs
 from elastic_compile.compiler.cli import main

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import Write
+from extends_helpers import Write
 
 from elastic_compile.compiler.cli import main
 from elastic_compile.core.errors import SpecError

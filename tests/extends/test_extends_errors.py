@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Write
-from extends_helpers import JOB
+from extends_helpers import JOB, Write
 
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_text

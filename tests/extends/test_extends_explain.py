@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Write
+from extends_helpers import Write
 
 from elastic_compile.compiler.cli import main
 

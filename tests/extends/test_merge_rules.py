@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Write
-from extends_helpers import JOB, compile_file, container, pod, user_env
+from extends_helpers import JOB, Write, compile_file, container, pod, user_env
 
 from elastic_compile.compiler.pipeline import compile_path, resolver
 from elastic_compile.core.errors import SpecError
