@@ -11,7 +11,9 @@ resolved; a link that leads out is refused with one located line, and its target
 opened or printed. The file itself is opened without following a link, relative to its
 directory's descriptor, only when it is a regular file, and read up to the loader's limit.
 A chain holds at most :data:`MAX_BASES` bases and :data:`MAX_CHAIN_BYTES` of YAML
-together; a cycle, a missing file and a path that is not relative are located errors.
+together, and a spec merged with its bases expands to no more values and characters than
+the loader allows one document (aliases counted in every file); a cycle, a missing file and
+a path that is not relative are located errors.
 
 One :class:`Resolver` serves a whole run: a base shared by 500 specs is read, checked and
 merged with its own bases once.
@@ -27,7 +29,7 @@ from typing import Final
 
 from elastic_compile.core import safefs
 from elastic_compile.core.errors import Problem, SpecError
-from elastic_compile.core.loader import MAX_BYTES, Loaded, load_file, load_text
+from elastic_compile.core.loader import MAX_BYTES, Loaded, expansion_problem, load_file, load_text
 from elastic_compile.core.merge import Rules, merge, strip
 
 #: The key naming a spec's base.
@@ -147,6 +149,10 @@ class Resolver:
             # Not cached on the way up: the same base may be near enough to another spec.
             raise _TooDeep(f"more than {MAX_BASES} bases in one chain")
         merged, problems = merge(base.loaded, loaded, self.rules)
+        too_big = expansion_problem(merged.expanded)
+        if too_big is not None:
+            # Each file is within the loader's bounds alone; the merged spec is held to them too.
+            raise SpecError([self._at(loaded, f"with its bases, {too_big}")])
         return merged, [*base.problems, *problems], base
 
     def _read(self, real: str, stack: _Stack) -> _Base:

@@ -112,6 +112,21 @@ def _too_many_chars(limit: int) -> str:
     return f"the document expands to more than {limit} characters (an alias bomb?)"
 
 
+def expansion_problem(expanded: tuple[int, int]) -> str | None:
+    """Why a document of ``expanded`` (values, characters) is over the loader's bounds, or None.
+
+    A spec merged with its bases (``extends:``) is held to the bounds of one document: each
+    file is within them alone, but a chain of files that each expand near the bound would
+    hand later stages several times what one spec may hold.
+    """
+    values, chars = expanded
+    if values > MAX_VALUES:
+        return _too_many_values(MAX_VALUES)
+    if chars > MAX_EXPANDED_CHARS:
+        return _too_many_chars(MAX_EXPANDED_CHARS)
+    return None
+
+
 class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
     """PyYAML's pure-Python composer with a nesting limit (its recursion has none)."""
 
@@ -287,6 +302,10 @@ class Loaded:
     origins: Mapping[int, tuple[Node, str]] = field(default_factory=dict)
     merged: frozenset[int] = frozenset()
     chain: tuple[str, ...] = ()
+    #: The values and characters the document expands to (aliases counted again), with
+    #: those of its bases once merged: what :data:`MAX_VALUES` and
+    #: :data:`MAX_EXPANDED_CHARS` bound (see :func:`expansion_problem`).
+    expanded: tuple[int, int] = (0, 0)
 
     def _walk(self, path: Sequence[str | int]) -> tuple[Node, Node | None, bool, str]:
         node: Node = self.root
@@ -579,7 +598,7 @@ def load_text(
         raise SpecError([_parse_problem(e, file, text)]) from e
     if builder.problems:
         raise SpecError(sorted(builder.problems))
-    return Loaded(file, data, root)
+    return Loaded(file, data, root, expanded=(builder.count, builder.chars))
 
 
 def _all_nodes(composer: _Composer) -> list[Node]:

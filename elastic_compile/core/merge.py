@@ -315,7 +315,9 @@ def merge(base: Loaded, over: Loaded, rules: Rules = _no_rules) -> tuple[Loaded,
         _Value(base.data, base.root, base.file), merger._over(over.data, over.root), _Where((), ())
     )
     chain = (over.file, *(base.chain or (base.file,)))
-    merged = Loaded(over.file, data, root, merger.origins, frozenset(merger.merged), chain)
+    # The merge repeats no value of either file: both files' expansions bound what it holds.
+    expanded = (base.expanded[0] + over.expanded[0], base.expanded[1] + over.expanded[1])
+    merged = Loaded(over.file, data, root, merger.origins, frozenset(merger.merged), chain, expanded)
     return merged, merger.problems
 
 
@@ -323,7 +325,7 @@ def strip(loaded: Loaded, rules: Rules = _no_rules) -> tuple[Loaded, list[Proble
     """What one extending file itself sets: its nulls and directives consumed, nothing inherited."""
     merger = _Merger(None, loaded, rules)
     data, root = merger.strip(merger._over(loaded.data, loaded.root), _Where((), ()))
-    return Loaded(loaded.file, data, root, chain=loaded.chain), merger.problems
+    return Loaded(loaded.file, data, root, chain=loaded.chain, expanded=loaded.expanded), merger.problems
 
 
 __all__ = ["ITEM", "PATCH", "ListRule", "Rules", "merge", "strip"]

@@ -19,7 +19,7 @@ from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core import extends
 from elastic_compile.core.errors import SpecError
-from elastic_compile.core.loader import MAX_BYTES
+from elastic_compile.core.loader import MAX_BYTES, MAX_EXPANDED_CHARS, MAX_VALUES
 
 SECRET = "s3cr3t-outside-the-tree"
 
@@ -213,6 +213,53 @@ def test_the_bytes_of_a_chain_are_bounded(write: Write, tree: Path, capsys: pyte
             "bytes of YAML together (given: _b.elastic.yaml)"
         ],
     )
+
+
+def _expanding(chars: int, values: int) -> str:
+    """An ignored ``x-`` key expanding to about ``chars`` characters (aliases), or to ``values`` values."""
+    if values:
+        return "x-bulk: [" + ", ".join(["0"] * values) + "]\n"
+    text = "y" * 40_000
+    return f"x-text: &t {text}\nx-bulk: [" + ", ".join(["*t"] * (chars // len(text))) + "]\n"
+
+
+@pytest.mark.parametrize(
+    ("half", "bound"),
+    [
+        # Each file expands to a little over half the loader's bound, so each alone is accepted.
+        (_expanding(MAX_EXPANDED_CHARS // 2 + 100_000, 0), f"{MAX_EXPANDED_CHARS} characters"),
+        (_expanding(0, MAX_VALUES // 2 + 100), f"{MAX_VALUES} values"),
+    ],
+    ids=["characters", "values"],
+)
+def test_a_spec_merged_with_its_bases_is_held_to_the_bounds_of_one_document(
+    write: Write, capsys: pytest.CaptureFixture[str], half: str, bound: str
+) -> None:
+    # The loader bounds what one file expands to (aliases counted again); a base's expansion
+    # counts against the spec that extends it, so a chain cannot multiply the bound.
+    assert len(half.encode()) < MAX_BYTES // 2
+    write(
+        {
+            "_base.elastic.yaml": "image: reg/t:1\n" + half,
+            "_twice.elastic.yaml": "extends: _base.elastic.yaml\n" + half,
+            "job.elastic.yaml": "extends: _base.elastic.yaml\n" + JOB + half,
+            "deep.elastic.yaml": "extends: _twice.elastic.yaml\n" + JOB.replace("job", "deep"),
+            "lean.elastic.yaml": "extends: _base.elastic.yaml\n" + JOB.replace("job", "lean"),
+            "alone.elastic.yaml": "image: reg/t:1\n" + JOB.replace("job", "alone") + half,
+        }
+    )
+    message = f"extends: with its bases, the document expands to more than {bound} (an alias bomb?)"
+    code, _, err = run(capsys, "job.elastic.yaml", "deep.elastic.yaml")
+    assert (code, lines(err)) == (
+        2,
+        [
+            f"job.elastic.yaml:1:10: {message} (given: _base.elastic.yaml)",
+            f"_twice.elastic.yaml:1:10: {message} (given: _base.elastic.yaml)",  # for deep.elastic.yaml
+        ],
+    )
+    # Each file alone is within the bounds, and so is a spec that adds little to its base.
+    code, out, err = run(capsys, "lean.elastic.yaml", "alone.elastic.yaml")
+    assert (code, err, out.count("kind: PyTorchJob")) == (0, "", 2)
 
 
 def test_a_symbolic_link_that_leads_out_is_refused_unread(
