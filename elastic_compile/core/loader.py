@@ -523,6 +523,22 @@ def _position(text: bytes, offset: int) -> tuple[int, int]:
     return line, offset - (before.rfind(b"\n") + 1) + 1
 
 
+#: Kinds ``elastic-compile import`` reads (compiler/adopt.py IMPORTERS); named below the
+#: compiler so that the loader and the schema can point a manifest given as a spec to it.
+IMPORTABLE_KINDS = ("PyTorchJob", "TrainJob")
+# A document's top-level kind, as kubectl and kustomize print it (block style, column 1).
+_TOP_KIND = re.compile(r"^kind:[ \t]*([\"']?)([A-Za-z][A-Za-z0-9]{0,62})\1[ \t]*$", re.M)
+
+
+def _stream_hint(text: str, file: str) -> str:
+    """For a manifest stream (``kubectl kustomize`` output) given where one spec goes: what reads it."""
+    kind = next((k for _q, k in _TOP_KIND.findall(text) if k in IMPORTABLE_KINDS), None)
+    if kind is None:
+        return ""
+    source = "-" if file == "<stdin>" else file
+    return f"; a stream of manifests with a {kind}: write a spec from it with: elastic-compile import {source}"
+
+
 def _parse_problem(e: Exception, file: str, text: str) -> Problem:
     """One located problem for a limit hit or a PyYAML error (one document or a stream)."""
     if isinstance(e, _LoadLimit):
@@ -536,7 +552,7 @@ def _parse_problem(e: Exception, file: str, text: str) -> Problem:
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         message = (e.problem or e.context or "invalid YAML").strip()
         if "expected a single document" in (e.context or ""):
-            message = "expected one YAML document, found several (--- separators)"
+            message = "expected one YAML document, found several (--- separators)" + _stream_hint(text, file)
         elif "'\\t'" in message:
             message += "; indent with spaces, not tabs"
         elif e.context and e.context_mark is not None and e.problem:

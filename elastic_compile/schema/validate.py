@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from elastic_compile.core.errors import Problem, SpecError
-from elastic_compile.core.loader import YAML11_SURPRISE, Loaded
+from elastic_compile.core.loader import IMPORTABLE_KINDS, YAML11_SURPRISE, Loaded
 from elastic_compile.schema import ElasticSpec, FieldProblems
 from elastic_compile.schema.models import FRAGMENT, nested_model
 
@@ -141,11 +141,6 @@ def validate(loaded: Loaded) -> ElasticSpec:
         return ElasticSpec.model_validate(loaded.data)
     except ValidationError as e:
         raise SpecError(sorted(_problems(e, loaded))) from e
-
-
-#: Kinds ``elastic-compile import`` reads (compiler/adopt.py IMPORTERS); named here so that
-#: the schema does not import the compiler.
-IMPORTABLE_KINDS = ("PyTorchJob", "TrainJob")
 
 
 def _manifest_problem(loaded: Loaded) -> Problem | None:

@@ -9,13 +9,14 @@ compiles, or fails with located lines and exit 2.
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from elastic_compile.compiler.adopt import import_stream, import_torchrun
@@ -76,6 +77,10 @@ def _specs(draw: st.DrawFn) -> dict[str, Any]:
     lo = draw(st.integers(1, 4))
     hi = draw(st.integers(lo, 6))
     spec: dict[str, Any] = {"name": draw(_names), "image": f"reg.example/{draw(_names)}:1", "nnodes": f"{lo}:{hi}"}
+    trainjob = draw(st.booleans())
+    if trainjob:
+        # Trainer v2.3 runs a fixed number of nodes (no elastic range).
+        spec.update(target="trainjob", nnodes=hi)
     if draw(st.booleans()):
         spec["command"] = ["python", "train.py", *draw(st.lists(_values, max_size=3))]
     else:
@@ -83,24 +88,29 @@ def _specs(draw: st.DrawFn) -> dict[str, Any]:
     gpus = draw(st.sampled_from([0, 1, 8]))
     if gpus:
         spec["resources"] = {"requests": {"gpu": gpus}, "limits": {"memory": "64Gi"}}
-    spec["nproc_per_node"] = gpus or draw(st.sampled_from([1, 2, "auto", "cpu"]))
+    spec["nproc_per_node"] = gpus or draw(st.sampled_from([1, 2] if trainjob else [1, 2, "auto", "cpu"]))
     spec["shared_memory"] = draw(st.sampled_from([True, False, "8Gi"]))
     if spec["shared_memory"] == "8Gi" and gpus:
         spec["resources"]["limits"]["memory"] = "64Gi"
     spec["max_restarts"] = draw(st.integers(0, 5))
-    spec["restart_policy"] = draw(st.sampled_from(["ExitCode", "OnFailure", "Never"]))
+    spec["restart_policy"] = draw(
+        st.sampled_from(["OnFailure", "Never"] if trainjob else ["ExitCode", "OnFailure", "Never"])
+    )
     spec["istio_sidecar"] = draw(st.booleans())
     spec["rdzv"] = {
         "join_timeout": draw(st.sampled_from([300, 900, 1200])),
         "read_timeout": draw(st.sampled_from([60, 900])),
         "conf": draw(st.sampled_from([{}, {"keep_alive_interval": "10"}])),
     }
-    if draw(st.booleans()):
+    if not trainjob and draw(st.booleans()):  # Trainer fixes the port
         spec["rdzv"]["port"] = draw(st.sampled_from([23456, 29400]))
     env = draw(st.dictionaries(st.from_regex(r"[A-Z][A-Z0-9_]{0,6}", fullmatch=True), _values, max_size=3))
     spec["env"] = {k: v for k, v in env.items() if not k.startswith(("PET_", "ELASTIC_LAUNCH_")) and k not in (
         "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "PYTHONUNBUFFERED")}  # fmt: skip
-    spec["run_policy"] = {"clean_pod_policy": draw(st.sampled_from(["All", "Running", "None"]))}
+    if trainjob:
+        spec["run_policy"] = {"active_deadline_seconds": draw(st.sampled_from([600, 3600]))}
+    else:
+        spec["run_policy"] = {"clean_pod_policy": draw(st.sampled_from(["All", "Running", "None"]))}
     if draw(st.booleans()):
         spec["pod_template"] = {
             "spec": {
@@ -111,12 +121,15 @@ def _specs(draw: st.DrawFn) -> dict[str, Any]:
     return spec
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_specs())
 def test_generated_specs_round_trip(spec: dict[str, Any]) -> None:
+    """PyTorchJobs and TrainJobs (with our TrainingRuntime when the spec needs one)."""
+    event(spec.get("target", "pytorchjob"))
     first = stream_text([compile_text(to_yaml([spec]), "spec.yaml")], "yaml")
     (imported,) = import_stream(first, "job.yaml")
     assert stream_text([compile_text(imported.text, "imported.yaml")], "yaml") == first
+    assert [str(n) for n in imported.notes] == []
 
 
 # --------------------------------------------------------------------------- hand-written jobs
@@ -404,6 +417,29 @@ def test_compile_suggests_import(capsys: pytest.CaptureFixture[str], tmp_path: P
         f"{job}:1:1: apiVersion: a PyTorchJob manifest, not an elastic.yaml spec; write one from it with: "
         f"elastic-compile import {job}"
     ]
+
+
+def test_compile_suggests_import_for_a_stream(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kubectl kustomize output (several documents) given where a spec goes, from a file or standard input."""
+    stream = tmp_path / "all.yaml"
+    stream.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\n" + TRAINJOB)
+    hint = "expected one YAML document, found several (--- separators); a stream of manifests with a TrainJob: "
+    assert main([str(stream)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{stream}:4:1: yaml: {hint}write a spec from it with: elastic-compile import {stream}"
+    ]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stream.read_bytes())))
+    assert main(["-"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"<stdin>:4:1: yaml: {hint}write a spec from it with: elastic-compile import -"
+    ]
+    # Two specs in one file are not manifests: no hint.
+    specs = tmp_path / "specs.yaml"
+    specs.write_text("name: a\n---\nkind: Job\nname: b\n")
+    assert main([str(specs)]) == 2
+    assert capsys.readouterr().err.strip().endswith("found several (--- separators)")
 
 
 # --------------------------------------------------------------------------- TrainJob
