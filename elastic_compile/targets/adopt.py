@@ -501,6 +501,7 @@ def apply_launch(draft: Draft, launch: Launch, at: Callable[[int], Path], inject
             at(0),
             f"monitor_interval {spec_default('monitor_interval'):g} s now (the default; {launch.launcher} "
             f"polled every {defaults['monitor_interval']:g} s)",
+            "monitor_interval",
         )
     for key in ("join_timeout", "read_timeout"):
         if key not in s and draft.get("rdzv", key) is None and key in defaults:
@@ -508,6 +509,7 @@ def apply_launch(draft: Draft, launch: Launch, at: Callable[[int], Path], inject
                 at(0),
                 f"rdzv.{key} {spec_default('rdzv', key)} s now (the default; {launch.launcher} used "
                 f"{defaults[key]} s): {_TIMEOUT_WHY[key]}",
+                "rdzv",
             )
 
 
@@ -677,6 +679,7 @@ def adopt_pod(
             (*base, "spec"),
             f"terminationGracePeriodSeconds {compiled} now (shutdown_timeout + {GRACE_MARGIN_SECONDS}, "
             "so that elastic-launch stops its workers before the kubelet kills it)",
+            "pod_template",
         )
     if "restartPolicy" in spec:
         draft.note(

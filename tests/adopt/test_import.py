@@ -189,6 +189,9 @@ def test_master_worker_folds_the_master(capsys: pytest.CaptureFixture[str], tmp_
     assert "memory-backed /dev/shm now" in text
     # The comments in the spec say the same, above the values they explain.
     assert "# Master folded into Workers" in out.split("nnodes:")[0]
+    # Defaults that now apply where the job behaved otherwise are comments too, not only stderr lines.
+    for default in ("rdzv.join_timeout 900 s now", "monitor_interval 5 s now", "terminationGracePeriodSeconds 45 now"):
+        assert f"# - {default}" in out, out
     assert compile_text(out, "spec.yaml").spec.nnodes.max == 4
 
 
