@@ -15,7 +15,7 @@ from pathlib import Path
 from elastic_compile import __version__, targets
 from elastic_compile.compiler import inputs, lint, output
 from elastic_compile.compiler.pipeline import ALL, Compiled, compile_path, resolver, unique_problems
-from elastic_compile.core.errors import CompileError, Problem, SpecError
+from elastic_compile.core.errors import CompileError, Problem, SpecError, printable
 
 EXIT_OK, EXIT_DRIFT, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -209,7 +209,7 @@ def _import(argv: Sequence[str]) -> int:
         results = adopt.import_path(ns.manifest)
     for result in results:
         for note in result.notes:
-            print(note, file=sys.stderr)
+            print(printable(str(note)), file=sys.stderr)
     sys.stdout.write("---\n".join(r.text for r in results))
     return EXIT_OK
 
@@ -226,14 +226,21 @@ def _doctor(argv: Sequence[str]) -> int:
     p.add_argument("manifests", nargs="+", metavar="MANIFEST", help="manifest files; - reads standard input")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     ns = p.parse_args(list(argv))
-    reports = doctor.doctor_paths(ns.manifests)
     found = False
-    for path, report in zip(ns.manifests, reports, strict=True):
+    unreadable: list[Problem] = []
+    for path in ns.manifests:
+        try:
+            (report,) = doctor.doctor_paths([path])
+        except SpecError as e:  # the other files are still checked; exit 2 at the end
+            unreadable += e.problems
+            continue
         for problem in report.problems:
             found = True
-            print(problem)
+            print(printable(str(problem)))  # names and values come from the manifest
         if not report.jobs:
-            print(f"elastic-compile doctor: {path}: no {doctor.kinds()} to check", file=sys.stderr)
+            print(printable(f"elastic-compile doctor: {path}: no {doctor.kinds()} to check"), file=sys.stderr)
+    if unreadable:
+        raise SpecError(unreadable)
     return EXIT_DRIFT if found else EXIT_OK
 
 

@@ -282,6 +282,27 @@ def test_cli_streams_and_exit_codes(
     assert capsys.readouterr().out.startswith("<stdin>:15:17: ")
 
 
+def test_cli_escapes_what_the_manifest_names(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A container name with a terminal control sequence is printed escaped, never as the sequence."""
+    job = tmp_path / "job.yaml"
+    sidecar = {"name": "logs\x1b[2J\u202e", "image": "fluent/fluent-bit:3.0"}
+    job.write_text(to_yaml([_with(**{f"{W}.template.spec.containers.1": sidecar})]))
+    assert main(["doctor", str(job)]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "container logs\\x1b[2J\\u202e runs beside pytorch" in out
+
+
+def test_cli_reads_every_file_before_failing(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    broken, trapped = tmp_path / "broken.yaml", tmp_path / "trapped.yaml"
+    broken.write_text("a: [1\n")
+    trapped.write_text(to_yaml([_with(**{"spec.elasticPolicy.standalone": True})]))
+    assert main(["doctor", str(broken), str(trapped)]) == 2
+    out, err = capsys.readouterr()
+    assert "DR004 standalone" in out  # the readable file's findings are not lost
+    assert err.startswith(f"{broken}:")
+
+
 def test_cli_without_jobs_and_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     service = tmp_path / "svc.yaml"
     service.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
