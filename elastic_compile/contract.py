@@ -143,6 +143,9 @@ OPT_DEBUG: Final = "--debug"
 ENV_DEBUG: Final = "ELASTIC_LAUNCH_DEBUG"
 
 LAUNCHER: Final = "elastic-launch"
+# launcher: torchrun runs the image's torchrun instead (the compiler's targets/launcher.py
+# spells our settings for it); elastic-compile run starts it as this Python's.
+TORCHRUN: Final = "torchrun"
 
 # Exit codes. The operator's ExitCode restart policy treats 1-127 as permanent and
 # 128-255 as retryable (kubeflow-pytorchjob.md §6).

@@ -100,7 +100,7 @@ def explain(compiled: Compiled) -> str:
         out.append(f"{f'{path}: {value}':<{width}}  # {source}\n")
     trainjob = next((o for o in compiled.outputs if o.document.kind == "TrainJob"), None)
     if trainjob is not None:
-        out.extend(_trainjob_layout(trainjob.document.context["plan"]))
+        out.extend(_trainjob_layout(trainjob.document.context["plan"], compiled.spec.launcher))
         return _printable(out)
     plan = compiled.plan
     layout = (
@@ -117,7 +117,8 @@ def explain(compiled: Compiled) -> str:
     out.append(
         f"# terminationGracePeriodSeconds: shutdown_timeout + {GRACE_MARGIN_SECONDS} unless the pod template sets it\n"
     )
-    out.append("# container command: elastic-launch " + shlex.join(plan.launcher_args) + "\n")
+    training = plan.pod_template["spec"]["containers"][0]
+    out.append(_command_line(training["command"], training["args"]))
     return _printable(out)
 
 
@@ -126,7 +127,12 @@ def _printable(out: list[str]) -> str:
     return "".join(printable(line[:-1]) + "\n" for line in out)
 
 
-def _trainjob_layout(plan: Any) -> list[str]:
+def _command_line(command: list[str], args: list[str]) -> str:
+    """The training container's command and args as one shell line (launcher: elastic-launch, bundled, torchrun)."""
+    return "# container command: " + shlex.join([*command, *args]) + "\n"
+
+
+def _trainjob_layout(plan: Any, launcher: str) -> list[str]:
     """The TrainJob's layout, one line each: where the pods' settings went (targets/trainjob/plan.py)."""
     trainer = plan.trainer
     ref = plan.runtime_ref
@@ -136,6 +142,10 @@ def _trainjob_layout(plan: Any) -> list[str]:
         f"runtimeRef {ref['kind']} {ref['name']} ({runtime}); one runtimePatches entry "
         f"({plan.runtime_patches[0]['manager']})\n",
         "# rendezvous: c10d at node 0 (PET_MASTER_ADDR:PET_MASTER_PORT, injected by Trainer's torch plugin), "
-        "which hosts the store: --rdzv-at-master\n",
-        "# container command: elastic-launch " + shlex.join(plan.launcher_args) + "\n",
+        + (
+            "which torch's hostname check finds to host the store\n"
+            if launcher == "torchrun"
+            else "which hosts the store: --rdzv-at-master\n"
+        ),
+        _command_line(trainer["command"], trainer["args"]),
     ]

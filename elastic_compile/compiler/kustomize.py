@@ -198,11 +198,38 @@ _TRAINER_HEADER = f"""\
 """
 
 
-def kustomization(resources: Sequence[str], *, trainer: bool = False) -> dict[str, Any]:
+# With the bundled launcher's ConfigMap in the base (launcher: bundled).
+_LAUNCHER_HEADER = f"""\
+# {CONFIG_FILE} makes the pods' volume of the launcher's ConfigMap follow its name through
+# namePrefix and nameSuffix (kustomize knows that reference in built-in kinds only).
+"""
+
+#: Where a pod template of each kind we emit names a ConfigMap volume (kustomize's own
+#: nameReference covers the built-in kinds, the PodTemplate among them, not custom resources).
+_CONFIGMAP_VOLUME_PATHS: Final = (
+    ("kubeflow.org", "PyTorchJob", "spec/pytorchReplicaSpecs/Worker/template/spec/volumes/configMap/name"),
+    ("kubeflow.org", "PyTorchJob", "spec/pytorchReplicaSpecs/Master/template/spec/volumes/configMap/name"),
+    (
+        "trainer.kubeflow.org",
+        "TrainJob",
+        "spec/runtimePatches/trainingRuntimeSpec/template/spec/replicatedJobs/template/spec/template/spec/volumes/"
+        "configMap/name",
+    ),
+    (
+        "trainer.kubeflow.org",
+        "TrainingRuntime",
+        "spec/template/spec/replicatedJobs/template/spec/template/spec/volumes/configMap/name",
+    ),
+)
+
+
+def kustomization(resources: Sequence[str], *, trainer: bool = False, launcher: bool = False) -> dict[str, Any]:
     """The Kustomization listing ``resources`` and pointing kustomize at ``openapi.json``.
 
     ``trainer``: the base holds a TrainJob, so resources keep their order (our
     TrainingRuntime first) and :data:`CONFIG_FILE` teaches kustomize the runtimeRef.
+    ``launcher``: the base holds the bundled launcher's ConfigMap, whose references
+    :data:`CONFIG_FILE` teaches kustomize too.
     """
     out: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -212,34 +239,40 @@ def kustomization(resources: Sequence[str], *, trainer: bool = False) -> dict[st
     }
     if trainer:
         out["sortOptions"] = {"order": "fifo"}
+    if trainer or launcher:
         out["configurations"] = [CONFIG_FILE]
     return out
 
 
-def kustomization_text(resources: Sequence[str], *, trainer: bool = False) -> str:
+def kustomization_text(resources: Sequence[str], *, trainer: bool = False, launcher: bool = False) -> str:
     """``kustomization.yaml``: a comment header, then the canonical YAML of :func:`kustomization`."""
-    header = _KUSTOMIZATION_HEADER + (_TRAINER_HEADER if trainer else "")
-    return header + to_yaml([kustomization(resources, trainer=trainer)])
+    header = _KUSTOMIZATION_HEADER + (_TRAINER_HEADER if trainer else "") + (_LAUNCHER_HEADER if launcher else "")
+    return header + to_yaml([kustomization(resources, trainer=trainer, launcher=launcher)])
 
 
-def config_text() -> str:
-    """``kustomizeconfig.yaml``: what kustomize cannot know about a TrainJob.
+def config_text(*, trainer: bool = False, launcher: bool = False) -> str:
+    """``kustomizeconfig.yaml``: what kustomize cannot know about our custom resources.
 
-    runtimeRef.name names a (Cluster)TrainingRuntime, and spec.trainer.image is an image:
-    kustomize's images transformer looks only in ``containers`` and ``initContainers``
-    lists, and Trainer gives container ``node`` the trainer's image, so without this an
-    overlay's ``images:`` pin would change only our runtime's placeholder, not the job.
+    ``trainer``: runtimeRef.name of a TrainJob names a (Cluster)TrainingRuntime, and
+    spec.trainer.image is an image: kustomize's images transformer looks only in
+    ``containers`` and ``initContainers`` lists, and Trainer gives container ``node`` the
+    trainer's image, so without this an overlay's ``images:`` pin would change only our
+    runtime's placeholder, not the job.
+    ``launcher``: a ConfigMap volume of a PyTorchJob, TrainJob or TrainingRuntime names a ConfigMap.
     """
     group = "trainer.kubeflow.org"
-    config = {
-        "nameReference": [
+    config: dict[str, Any] = {"nameReference": []}
+    if trainer:
+        config["nameReference"] += [
             {
                 "kind": kind,
                 "group": group,
                 "fieldSpecs": [{"kind": "TrainJob", "group": group, "path": "spec/runtimeRef/name"}],
             }
             for kind in ("TrainingRuntime", "ClusterTrainingRuntime")
-        ],
-        "images": [{"kind": "TrainJob", "group": group, "path": "spec/trainer/image"}],
-    }
+        ]
+        config["images"] = [{"kind": "TrainJob", "group": group, "path": "spec/trainer/image"}]
+    if launcher:
+        specs = [{"kind": kind, "group": g, "path": path} for g, kind, path in _CONFIGMAP_VOLUME_PATHS]
+        config["nameReference"].append({"kind": "ConfigMap", "version": "v1", "fieldSpecs": specs})
     return to_yaml([config])

@@ -117,6 +117,16 @@ RULES: dict[str, Rule] = {
             "hard-to-review-value",
             "very long values, long runs of blanks and lines that read like YAML entries hide text from review",
         ),
+        Rule(
+            "EC116",
+            "torchrun-exit-codes",
+            "torchrun exits 1 for every failure, so ExitCode takes a preemption or an OOM kill for a bug in the code",
+        ),
+        Rule(
+            "EC117",
+            "torchrun-counts-node-cpus",
+            "torchrun's cpu and auto count every CPU of the node; elastic-launch counts the container's CPU limit",
+        ),
     )
 }
 
@@ -201,7 +211,7 @@ def active(spec: ElasticSpec, plan: Plan, ignore: Iterable[str] = ()) -> list[Li
 # Lints about the training operator v1's own rules: they say nothing of a TrainJob (a Job's
 # backoffLimit counts OnFailure restarts and replaced pods alike), so they fire only when
 # the output holds a PyTorchJob.
-PYTORCHJOB_ONLY = frozenset({"EC110"})
+PYTORCHJOB_ONLY = frozenset({"EC110", "EC116"})
 
 
 def _applies(found: Lint, c: Compiled) -> bool:
@@ -492,6 +502,28 @@ def _backoff_limit(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
     yield Lint("EC110", ("run_policy", "backoff_limit"), message)
 
 
+def _torchrun_exit_codes(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    if spec.launcher == "torchrun" and spec.restart_policy == "ExitCode":
+        # Measured with torch 2.13: a worker's sys.exit(3), SIGKILL or exception, a rendezvous
+        # timeout and SIGTERM while workers run all end torchrun with 1 (docs/launchers.md).
+        yield Lint(
+            "EC116",
+            ("restart_policy",) if "restart_policy" in spec.model_fields_set else ("launcher",),
+            "restart_policy ExitCode with launcher torchrun: every failure is permanent; use OnFailure to restart "
+            "pods in place (bounded by run_policy.backoff_limit) or Never",
+        )
+
+
+def _torchrun_cpus(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    if spec.launcher == "torchrun" and spec.nproc_per_node in ("cpu", "auto"):
+        yield Lint(
+            "EC117",
+            ("nproc_per_node",),
+            f"nproc_per_node {spec.nproc_per_node} with launcher torchrun counts the node's CPUs, not the pod's; "
+            "write the number of processes",
+        )
+
+
 _ENV_REF = re.compile(r"\$\$|\$\(([^)]*)\)")
 
 
@@ -740,4 +772,6 @@ _CHECKS = (
     _backoff_limit,
     _env_references,
     _hidden_text,
+    _torchrun_exit_codes,
+    _torchrun_cpus,
 )

@@ -35,6 +35,7 @@ from elastic_compile.compiler import kustomize
 from elastic_compile.compiler.pipeline import Compiled
 from elastic_compile.core import safefs
 from elastic_compile.core.emit import to_json, to_yaml
+from elastic_compile.targets.bundle import CONFIGMAP_FILE
 
 KUSTOMIZATION = kustomize.KUSTOMIZATION_FILE
 #: The manifest of the files elastic-compile owns in an ``-o`` directory.
@@ -80,10 +81,11 @@ def _base_files(c: Compiled, fmt: str) -> dict[str, str]:
         if o.is_resource:
             resources.append(name)
     trainer = any(o.doc.get("kind") == "TrainJob" for o in c.outputs)
-    files[KUSTOMIZATION] = kustomize.kustomization_text(resources, trainer=trainer)
+    launcher = any(o.filename == CONFIGMAP_FILE for o in c.outputs)
+    files[KUSTOMIZATION] = kustomize.kustomization_text(resources, trainer=trainer, launcher=launcher)
     files[kustomize.OPENAPI_FILE] = kustomize.openapi_text()
-    if trainer:
-        files[kustomize.CONFIG_FILE] = kustomize.config_text()
+    if trainer or launcher:
+        files[kustomize.CONFIG_FILE] = kustomize.config_text(trainer=trainer, launcher=launcher)
     return files
 
 

@@ -86,6 +86,21 @@ def render_document(target: Target, document: Document, spec: ElasticSpec, templ
     return Output(target, document, doc, custom)
 
 
+def _once(planned: Sequence[tuple[Target, Document]]) -> list[tuple[Target, Document]]:
+    """Each document once: targets that share one (the bundled launcher's ConfigMap) emit it alike.
+
+    Two different documents for one file would overwrite each other in ``-o``: a defect of ours.
+    """
+    kept: dict[str, tuple[Target, Document]] = {}
+    for target, document in planned:
+        first = kept.setdefault(document.filename, (target, document))
+        if first[1] != document:
+            raise CompileError(
+                f"targets {first[0].name} and {target.name}", f"two different documents for {document.filename}"
+            )
+    return list(kept.values())
+
+
 def compile_spec(
     spec: ElasticSpec,
     targets: Sequence[str] | None = None,
@@ -107,7 +122,7 @@ def compile_spec(
             problems += e.problems  # every target's problems in one run
     if problems:
         raise SpecError(sorted(set(problems)))
-    outputs = tuple(render_document(t, d, spec, template_dir) for t, d in planned)
+    outputs = tuple(render_document(t, d, spec, template_dir) for t, d in _once(planned))
     return Compiled(loaded, spec, spec_to_plan(spec), outputs)
 
 

@@ -38,10 +38,11 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NoReturn, TextIO
 
@@ -63,6 +64,7 @@ from elastic_compile.localrun.process import (
     _Signals,
     local_cpus,
     local_gpus,
+    mount_config_maps,
     port_busy,
 )
 
@@ -202,14 +204,17 @@ class Source:
     label: str  # file name for messages
     directory: Path  # the default working directory of the pods
     runtime: dict[str, Any] | None = None  # our TrainingRuntime, beside a TrainJob
+    config_maps: dict[str, dict[str, Any]] = field(default_factory=dict)  # by name: the pods' volumes
 
 
 _JOB_KINDS = ("PyTorchJob", "TrainJob")
+# What a job's pods need beside it: our TrainingRuntime, ConfigMaps (the bundled launcher's).
+_BESIDE_KINDS = ("TrainingRuntime", "ConfigMap")
 
 
 def _jobs(raw: bytes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
-    """The jobs (PyTorchJobs, TrainJobs) and TrainingRuntimes in a YAML stream; None when it
-    holds no job (then it is a spec).
+    """The jobs (PyTorchJobs, TrainJobs) and the other documents (TrainingRuntimes, ConfigMaps)
+    in a YAML stream; None when it holds no job (then it is a spec).
 
     Text that is not valid YAML is left to the compiler, whose loader reports it with a
     line and column.
@@ -220,8 +225,8 @@ def _jobs(raw: bytes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | Non
     except (SpecError, UnicodeDecodeError):
         return None
     jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") in _JOB_KINDS]
-    runtimes = [d for d in docs if isinstance(d, dict) and d.get("kind") == "TrainingRuntime"]
-    return (jobs, runtimes) if jobs else None
+    others = [d for d in docs if isinstance(d, dict) and d.get("kind") in _BESIDE_KINDS]
+    return (jobs, others) if jobs else None
 
 
 def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
@@ -255,15 +260,17 @@ def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
             raise RunError(f"{label}: target {compiled.spec.target} makes no job to run; use pytorchjob or trainjob")
         found = (
             [d for d in docs if d.get("kind") in _JOB_KINDS],
-            [d for d in docs if d.get("kind") == "TrainingRuntime"],
+            [d for d in docs if d.get("kind") in _BESIDE_KINDS],
         )
-    jobs, runtimes = found
+    jobs, others = found
+    runtimes = [d for d in others if d.get("kind") == "TrainingRuntime"]
+    config_maps = {str((d.get("metadata") or {}).get("name")): d for d in others if d.get("kind") == "ConfigMap"}
     if len(jobs) > 1:
         names = ", ".join(f"{j.get('kind')} {(j.get('metadata') or {}).get('name')}" for j in jobs)
         raise RunError(f"{label}: {len(jobs)} jobs ({names}); run takes one")
     ref = ((jobs[0].get("spec") or {}).get("runtimeRef") or {}) if jobs[0].get("kind") == "TrainJob" else {}
     runtime = next((r for r in runtimes if (r.get("metadata") or {}).get("name") == ref.get("name")), None)
-    return Source(jobs[0], label, directory, runtime)
+    return Source(jobs[0], label, directory, runtime, config_maps)
 
 
 def dry_run_view(pods: Sequence[LocalPod], workdir: Path, notes: Sequence[str]) -> dict[str, Any]:
@@ -310,10 +317,14 @@ def _trainer_job(
 
 def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """``elastic-compile run ARGV``; returns the exit code (see the module docstring)."""
+    # The pods' ConfigMap volumes (the bundled launcher's) live here while the job runs.
+    with tempfile.TemporaryDirectory(prefix="elastic-compile-run-") as mounts:
+        return _main(argv, stdout or sys.stdout, stderr or sys.stderr, Path(mounts))
+
+
+def _main(argv: Sequence[str], out: TextIO, err: TextIO, mounts: Path) -> int:
     from elastic_compile.core.errors import CompileError
 
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
     printer = Printer(out, err)
     network: LoopbackNetwork | None = None
     try:
@@ -346,6 +357,7 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
                 # Job() checks the --kill pod names.
                 job = Job(pods, rules, opts, workdir, printer, store=store_host(job_doc, pods), network=network)
                 suspended = bool((job_doc["spec"].get("runPolicy") or {}).get("suspend"))
+            pod_notes += mount_config_maps(job.pods, source.config_maps, mounts)
         except SpecError as e:
             for problem in e.problems:
                 line = str(problem) if problem.path != "usage" else f"{PROG}: error: {problem.message}"

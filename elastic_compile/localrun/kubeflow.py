@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from elastic_compile import contract
-from elastic_compile.localrun.kubelet import LOCAL_IP, Pod, expand, resolve_env
+from elastic_compile.localrun.kubelet import LOCAL_IP, Pod, config_map_mounts, expand, resolve_env
 from elastic_compile.localrun.process import (
     DEFAULT_GRACE,
     EXIT_SIGNAL_BASE,
@@ -168,7 +168,7 @@ def pods(
             argv = tuple(expand(str(a), env) for a in words)
             out.append(Pod(pod_name, replica_type, index, str(container.get("image", "")), argv, env,
                            str(replica.get("restartPolicy", "OnFailure")), labels, unresolved,
-                           looked_up))  # fmt: skip
+                           looked_up, config_map_mounts(template.get("spec") or {}, container)))  # fmt: skip
     return out
 
 

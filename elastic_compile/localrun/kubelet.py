@@ -30,6 +30,43 @@ class Pod:
     labels: dict[str, str]
     unresolved: tuple[str, ...] = field(default=())  # env entries that need a cluster (secrets, ...)
     looked_up: tuple[str, ...] = field(default=())  # such entries whose value came from ``lookup``
+    mounts: tuple[ConfigMapMount, ...] = field(default=())  # the container's ConfigMap volumes
+
+
+@dataclass(frozen=True)
+class ConfigMapMount:
+    """A ConfigMap volume the container mounts: where, which ConfigMap, and which keys at which paths."""
+
+    volume: str
+    mount_path: str
+    config_map: str
+    items: tuple[tuple[str, str], ...] | None  # (key, path); None: every key at its own name
+    optional: bool
+
+
+def config_map_mounts(pod_spec: Mapping[str, Any], container: Mapping[str, Any]) -> tuple[ConfigMapMount, ...]:
+    """The ConfigMap volumes ``container`` mounts whole (a ``subPath`` mount is left out: run does not mount it)."""
+    volumes = {
+        v.get("name"): v["configMap"]
+        for v in pod_spec.get("volumes") or []
+        if isinstance(v, Mapping) and isinstance(v.get("configMap"), Mapping)
+    }
+    out: list[ConfigMapMount] = []
+    for mount in container.get("volumeMounts") or []:
+        source = volumes.get(mount.get("name")) if isinstance(mount, Mapping) else None
+        if source is None or mount.get("subPath") or mount.get("subPathExpr"):
+            continue
+        items = source.get("items")
+        out.append(
+            ConfigMapMount(
+                volume=str(mount["name"]),
+                mount_path=str(mount.get("mountPath", "")),
+                config_map=str(source.get("name", "")),
+                items=None if items is None else tuple((str(i.get("key")), str(i.get("path"))) for i in items),
+                optional=bool(source.get("optional")),
+            )
+        )
+    return tuple(out)
 
 
 def expand(text: str, mapping: Mapping[str, str]) -> str:

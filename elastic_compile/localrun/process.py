@@ -6,9 +6,12 @@ created it (:mod:`elastic_compile.localrun.kubeflow`, ...).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,13 +20,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import FrameType
 from typing import IO, Any, Final, TextIO
 
 from elastic_compile import contract
 from elastic_compile.core.errors import printable
-from elastic_compile.localrun.kubelet import Pod
+from elastic_compile.localrun.kubelet import ConfigMapMount, Pod
 
 PROG: Final = "elastic-compile run"
 
@@ -144,9 +147,87 @@ def local_argv(argv: Sequence[str]) -> list[str]:
     head = Path(argv[0]).name
     if head == contract.LAUNCHER:
         return [sys.executable, "-m", "elastic_compile.entrypoint", *argv[1:]]
+    if head == contract.TORCHRUN:
+        # The image's torchrun is the console script of the interpreter torch is installed in.
+        return [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
     if head in ("python", "python3"):
         return [sys.executable, *argv[1:]]
     return list(argv)
+
+
+# Kubernetes' rule for ConfigMap keys (IsConfigMapKey); a key is also a file name.
+_CONFIG_MAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def _relative_file(path: str) -> PurePosixPath | None:
+    """``path`` when it is a relative path of plain components (what Kubernetes allows for items), else None."""
+    parts = path.split("/")
+    if not path or any(part in ("", ".", "..") for part in parts):
+        return None
+    return PurePosixPath(path)
+
+
+def _config_map_files(config_map: Mapping[str, Any], mount: ConfigMapMount) -> dict[PurePosixPath, bytes]:
+    """The files the kubelet would project for ``mount``: relative path -> content."""
+    values: dict[str, bytes] = {}
+    for key, value in (config_map.get("data") or {}).items():
+        values[str(key)] = str(value).encode("utf-8")
+    for key, value in (config_map.get("binaryData") or {}).items():
+        try:
+            values[str(key)] = base64.b64decode(str(value), validate=True)
+        except binascii.Error as e:
+            raise RunError(f"ConfigMap {mount.config_map}: binaryData.{key}: not base64") from e
+    for key in values:
+        if not _CONFIG_MAP_KEY.match(key) or key in (".", ".."):
+            raise RunError(f"ConfigMap {mount.config_map}: {key!r} is not a ConfigMap key")
+    items = mount.items if mount.items is not None else tuple((key, key) for key in values)
+    files: dict[PurePosixPath, bytes] = {}
+    for key, path in items:
+        relative = _relative_file(path)
+        if relative is None:
+            raise RunError(f"volume {mount.volume}: items path {path!r} must be relative, without '..'")
+        if key not in values:
+            raise RunError(f"volume {mount.volume}: ConfigMap {mount.config_map} has no key {key}")
+        files[relative] = values[key]
+    return files
+
+
+def mount_config_maps(pods: Sequence[LocalPod], config_maps: Mapping[str, Mapping[str, Any]], root: Path) -> list[str]:
+    """Give each pod's ConfigMap volumes a local directory under ``root``, as the kubelet projects them.
+
+    Each mounted ConfigMap that the input holds is written to ``root/<pod>/<volume>/``
+    (read-only files), and every word of the pod's command that names a path under the
+    mount path is pointed there: the bundled launcher, ``/opt/elastic-launch/elastic-launch.py``,
+    runs from its ConfigMap's own text. A ConfigMap the input lacks: a pod whose command runs
+    a file from it would wait in ContainerCreating on the cluster, so that is an error; any
+    other is left out with a note. Returns the notes.
+    """
+    notes: list[str] = []
+    for pod in pods:
+        for mount in pod.pod.mounts:
+            prefix = mount.mount_path.rstrip("/") + "/"
+            used = [w for w in pod.argv if w == mount.mount_path or w.startswith(prefix)]
+            config_map = config_maps.get(mount.config_map)
+            if config_map is None:
+                if used and not mount.optional:
+                    raise RunError(
+                        f"{pod.name}: the command runs {used[0]} from the ConfigMap {mount.config_map} (volume "
+                        f"{mount.volume}), which is not in the input, so the pod would never start; give a stream "
+                        "that holds it (kubectl kustomize output) or the spec"
+                    )
+                notes.append(f"volume {mount.volume} (ConfigMap {mount.config_map}) is not in the input: not mounted")
+                continue
+            local = root / pod.name / mount.volume
+            for relative, data in _config_map_files(config_map, mount).items():
+                target = local.joinpath(*relative.parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                fd = os.open(target, flags, 0o444)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+            pod.argv = [str(local) + w[len(mount.mount_path.rstrip("/")) :] if w in used else w for w in pod.argv]
+            notes.append(f"volume {mount.volume} (ConfigMap {mount.config_map}) at {mount.mount_path}: {root}/<pod>/")
+    return list(dict.fromkeys(notes))
 
 
 def base_env(environ: Mapping[str, str]) -> dict[str, str]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from elastic_compile.localrun.kubeflow import fit_nproc
-from elastic_compile.localrun.kubelet import LOCAL_IP, Pod, expand, resolve_env
+from elastic_compile.localrun.kubelet import LOCAL_IP, Pod, config_map_mounts, expand, resolve_env
 from elastic_compile.localrun.process import (
     DEFAULT_GRACE,
     MARKER_ENV,
@@ -236,7 +236,7 @@ def pods(
         argv = tuple(expand(str(a), env) for a in words)
         restart = str(pod_spec.get("restartPolicy", DEFAULT_RESTART_POLICY))
         out.append(Pod(pod_name, api.NODE, index, str(node.get("image", "")), argv, env, restart, labels,
-                       unresolved, looked_up))  # fmt: skip
+                       unresolved, looked_up, config_map_mounts(pod_spec, node)))  # fmt: skip
     return out
 
 

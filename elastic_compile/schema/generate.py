@@ -50,6 +50,7 @@ KUBERNETES_VERSION: Final = "1.33"
 #: The Kubernetes definitions ``k8s-core.json`` starts from (with everything they reference).
 CORE_ROOTS: Final = {
     "v1 PodTemplate": "io.k8s.api.core.v1.PodTemplate",
+    "v1 ConfigMap": "io.k8s.api.core.v1.ConfigMap",  # launcher: bundled
 }
 CORE_DEFINITIONS: Final = ("io.k8s.api.core.v1.PodSpec", "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
 _OBJECT_META: Final = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"

@@ -799,6 +799,16 @@ SHM_VOLUME_NAME = "dshm"
 SHM_PATH = "/dev/shm"
 
 
+#: ``launcher: bundled``: the compiler's volume holding the launcher file (a ConfigMap it emits
+#: beside the job) and where the training container mounts it, read-only. Kept here so the
+#: schema can reject a user volume or mount that would collide with them.
+BUNDLE_VOLUME_NAME = "elastic-launch"
+BUNDLE_MOUNT = "/opt/elastic-launch"
+
+#: The values of ``launcher`` (docs/launchers.md).
+LauncherName = Literal["elastic-launch", "bundled", "torchrun"]
+
+
 def mounts_shm(mount: dict[str, Any]) -> bool:
     """True when a volumeMount is at /dev/shm (the compiler then adds no shared memory of its own)."""
     return str(mount.get("mountPath", "")).rstrip("/") == SHM_PATH
@@ -911,6 +921,14 @@ class ElasticSpec(_Section):
         None,
         description='A Python function each worker calls: "pkg.module:fn" or {target, args}.',
         json_schema_extra=_function_schema,
+    )
+    launcher: LauncherName = Field(
+        "elastic-launch",
+        description="What runs torch elastic in the training container (docs/launchers.md): elastic-launch, "
+        "installed in the image; bundled, the same launcher as one file in a ConfigMap emitted beside the job and "
+        "run by the image's python3 (no image change); or torchrun, the image's, given the same settings but "
+        "without elastic-launch's exit codes and reports. Default elastic-launch: exit codes that the ExitCode "
+        "policy understands, the root cause in the termination log.",
     )
     nnodes: NNodesField = Field(
         default_factory=lambda: NNodes(min=1, max=1),
@@ -1039,6 +1057,8 @@ class ElasticSpec(_Section):
         volumes = {v.get("name") for v in pod.get("volumes") or [] if isinstance(v, dict)}
         if self.shared_memory is not False:
             volumes.add(SHM_VOLUME_NAME)
+        if self.launcher == "bundled":
+            problems += self._bundle_collisions()
         for field in ("containers", "initContainers"):
             for i, container in enumerate(pod.get(field) or []):
                 if not isinstance(container, dict):
@@ -1129,11 +1149,46 @@ class ElasticSpec(_Section):
             ]
         return []
 
+    def _bundle_collisions(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """A user volume or training-container mount where ``launcher: bundled`` puts its own."""
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        pod = self.pod_template.spec
+        base: tuple[str | int, ...] = ("pod_template", "spec")
+        for i, volume in enumerate(pod.get("volumes") or []):
+            if isinstance(volume, dict) and volume.get("name") == BUNDLE_VOLUME_NAME:
+                problems.append(
+                    (
+                        (*base, "volumes", i, "name"),
+                        f"{BUNDLE_VOLUME_NAME} is the volume of the bundled launcher (launcher: bundled); rename yours",
+                    )
+                )
+        for i, container in enumerate(pod.get("containers") or []):
+            if not isinstance(container, dict) or container.get("name") != contract.TRAINING_CONTAINER:
+                continue
+            for j, mount in enumerate(container.get("volumeMounts") or []):
+                if isinstance(mount, dict) and str(mount.get("mountPath", "")).rstrip("/") == BUNDLE_MOUNT:
+                    problems.append(
+                        (
+                            (*base, "containers", i, "volumeMounts", j, "mountPath"),
+                            f"the bundled launcher is mounted at {BUNDLE_MOUNT} (launcher: bundled); "
+                            "mount yours elsewhere",
+                        )
+                    )
+        return problems
+
     @model_validator(mode="after")
     def _cross_field(self, info: ValidationInfo) -> ElasticSpec:
         if is_fragment(info):
             return self
         problems: list[tuple[tuple[str | int, ...], str]] = []
+        if self.launcher == "torchrun" and self.function is not None:
+            problems.append(
+                (
+                    ("launcher",),
+                    "torchrun runs a command, not a function: give command (e.g. [python, train.py]), or use "
+                    "launcher elastic-launch or bundled, which call functions",
+                )
+            )
         if self.command is None and self.function is None:
             problems.append(
                 (

@@ -31,6 +31,8 @@ from elastic_compile.schema.models import (
     is_extended,
     mounts_shm,
 )
+from elastic_compile.targets import bundle
+from elastic_compile.targets.launcher import add_launcher_env, container_command
 
 SHM_VOLUME = SHM_VOLUME_NAME
 ISTIO_INJECT = "sidecar.istio.io/inject"
@@ -112,14 +114,18 @@ def _is_training(container: dict[str, Any]) -> bool:
 def training_container(
     spec: ElasticSpec,
     user: dict[str, Any] | None,
-    command: list[str],
-    args: list[str],
+    launch_args: Sequence[str],
     downward: Sequence[tuple[str, str]] = contract.DOWNWARD_ENV,
     *,
     shm_volume: bool = True,
 ) -> tuple[dict[str, Any], bool]:
-    """The merged ``pytorch`` container, and whether it got our /dev/shm mount (``shm_volume=False``: never)."""
+    """The merged ``pytorch`` container, and whether it got our /dev/shm mount (``shm_volume=False``: never).
+
+    ``launch_args`` are elastic-launch's arguments; the command and args are those of
+    ``spec.launcher`` (:func:`~elastic_compile.targets.launcher.container_command`).
+    """
     user = copy.deepcopy(user) if user else {}
+    command, args = container_command(spec, launch_args)
     container: dict[str, Any] = {
         "name": contract.TRAINING_CONTAINER,
         "image": spec.image,
@@ -130,6 +136,8 @@ def training_container(
     # entries before it, so this order lets your values use $(ELASTIC_LAUNCH_POD_IP) and friends.
     env = downward_env(downward) + env_entries(spec) + list(user.pop("env", None) or [])
     container["env"] = env
+    if spec.launcher == "torchrun":
+        add_launcher_env(spec, container)  # what elastic-launch would set for itself
     res = resources(spec)
     if res:
         container["resources"] = res
@@ -137,6 +145,8 @@ def training_container(
     add_shm = shm_volume and adds_shm(spec)
     if add_shm:
         mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+    if spec.launcher == "bundled":
+        mounts.append(bundle.volume_mount())
     if mounts:
         container["volumeMounts"] = mounts
     ports = list(user.pop("ports", None) or [])
@@ -156,20 +166,23 @@ def training_container(
 
 def build_pod_template(
     spec: ElasticSpec,
-    command: list[str],
-    args: list[str],
+    launch_args: Sequence[str],
     grace_seconds: int,
     downward: Sequence[tuple[str, str]] = contract.DOWNWARD_ENV,
     *,
     shm_volume: bool = True,
 ) -> dict[str, Any]:
-    """The PodTemplateSpec of every worker (``downward``: see :func:`downward_env`;
-    ``shm_volume=False``: without our /dev/shm volume)."""
+    """The PodTemplateSpec of every worker, running ``spec.launcher`` with elastic-launch's ``launch_args``.
+
+    ``downward``: see :func:`downward_env`; ``shm_volume=False``: without our /dev/shm volume.
+    ``launcher: bundled`` adds the volume of the launcher's ConfigMap and the annotations
+    naming the launcher file (:mod:`.bundle`).
+    """
     user_spec: dict[str, Any] = copy.deepcopy(spec.pod_template.spec)
     user_containers: list[dict[str, Any]] = user_spec.pop("containers", None) or []
     user_training = next((c for c in user_containers if _is_training(c)), None)
     sidecars = [c for c in user_containers if c is not user_training]
-    training, add_shm = training_container(spec, user_training, command, args, downward, shm_volume=shm_volume)
+    training, add_shm = training_container(spec, user_training, launch_args, downward, shm_volume=shm_volume)
 
     pod: dict[str, Any] = {"containers": [training, *sidecars]}
     if "initContainers" in user_spec:
@@ -180,6 +193,8 @@ def build_pod_template(
         if isinstance(spec.shared_memory, str):
             empty_dir["sizeLimit"] = spec.shared_memory
         volumes.append({"name": SHM_VOLUME, "emptyDir": empty_dir})
+    if spec.launcher == "bundled":
+        volumes.append(bundle.volume(spec))
     if volumes:
         pod["volumes"] = volumes
     pod["terminationGracePeriodSeconds"] = user_spec.pop("terminationGracePeriodSeconds", grace_seconds)
@@ -190,6 +205,8 @@ def build_pod_template(
     annotations = dict(spec.pod_template.metadata.annotations)
     if not spec.istio_sidecar:
         annotations.setdefault(ISTIO_INJECT, "false")
+    if spec.launcher == "bundled":
+        annotations.update(bundle.pod_annotations())
     if labels:
         metadata["labels"] = labels
     if annotations:

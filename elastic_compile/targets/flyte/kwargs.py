@@ -32,14 +32,13 @@ from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.extends import load_spec
 from elastic_compile.targets.checks import raise_problems
 from elastic_compile.targets.flyte.task import (
-    add_launcher_env,
     elastic_nnodes,
     flyte_pod_template,
     flyte_problems,
     monitor_interval,
     pod_spec_object,
-    rdzv_configs,
 )
+from elastic_compile.targets.launcher import add_launcher_env, rdzv_configs
 
 _INSTALL_HINT = "elastic_compile.flyte needs flytekit: pip install 'elastic-compile[flyte]'"
 

@@ -119,6 +119,15 @@ def flyte_problems(spec: ElasticSpec, *, flytekit: bool = False) -> list[tuple[F
         problems.append((tuple(path), message))
 
     rdzv, rp = spec.rdzv, spec.run_policy
+    if spec.launcher == "bundled":
+        problem(
+            "launcher",
+            "Flyte creates only the pods of a task (in the namespace of its project and domain), never a "
+            "ConfigMap beside them, so the bundled launcher would be missing; install elastic-launch in the image "
+            "(pip install --no-deps elastic-compile) or use launcher: torchrun",
+        )
+    elif flytekit and spec.launcher != "elastic-launch":
+        problem("launcher", "flytekit's Elastic runs its own launcher in the task's process; remove launcher")
     if rdzv.backend != RDZV_BACKEND:
         problem(
             "rdzv",
@@ -203,8 +212,7 @@ def flyte_pod_template(spec: ElasticSpec, *, shm_volume: bool = True) -> dict[st
     """
     template = build_pod_template(
         spec,
-        [contract.LAUNCHER],
-        list(flyte_launcher_args(spec)),
+        flyte_launcher_args(spec),
         spec.shutdown_timeout + GRACE_MARGIN_SECONDS,
         shm_volume=shm_volume,
     )
@@ -219,12 +227,8 @@ def flyte_pod_template(spec: ElasticSpec, *, shm_volume: bool = True) -> dict[st
 #
 # elastic_compile.flyte (flytekit's Elastic) and elastic_compile.flyte2 (flyte-sdk's
 # Elastic) hand the task to a launcher that calls torch's elastic_launch in the pod
-# instead of elastic-launch. Both get the same settings from here.
-
-# torch reads this when a LaunchConfig leaves shutdown_timeout unset (torch 2.13
-# ``LaunchConfig.__post_init__``), as both Flyte launchers do: how our shutdown_timeout
-# reaches them.
-ENV_SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+# instead of elastic-launch. Both get the same settings from here, and the rendezvous keys
+# and environment that every launcher not ours gets (targets/launcher.py).
 
 
 def elastic_nnodes(spec: ElasticSpec) -> int | str:
@@ -240,43 +244,6 @@ def monitor_interval(spec: ElasticSpec) -> int | float:
     """``Elastic.monitor_interval``: an int when whole (the SDKs declare an int; torch takes a float)."""
     interval = spec.monitor_interval
     return int(interval) if float(interval).is_integer() else interval
-
-
-def rdzv_configs(spec: ElasticSpec) -> dict[str, Any]:
-    """``Elastic.rdzv_configs``: every rendezvous timeout explicit, then ``rdzv.conf``.
-
-    Neither SDK serializes them, so without this torch's defaults would apply in the pod
-    (a 60 s store read timeout: flytekit#3419).
-    """
-    rdzv = spec.rdzv
-    return {
-        # c10d ignores "timeout"; LaunchConfig adds 900 when it is missing, so it is set
-        # to join_timeout to keep torch's log honest (as elastic-launch does).
-        "timeout": rdzv.join_timeout,
-        "join_timeout": rdzv.join_timeout,
-        "last_call_timeout": rdzv.last_call_timeout,
-        "close_timeout": rdzv.close_timeout,
-        "heartbeat_timeout": rdzv.heartbeat_timeout,
-        "read_timeout": rdzv.read_timeout,
-        **rdzv.conf,
-    }
-
-
-def add_launcher_env(spec: ElasticSpec, container: dict[str, Any], taken: set[str] | None = None) -> None:
-    """What elastic-launch does for itself, as env for Flyte's launchers (unless already set).
-
-    ``taken``: names set elsewhere in the container's environment (Flyte 2's env_vars).
-    """
-    env: list[dict[str, Any]] = container.setdefault("env", [])
-    names = {e.get("name") for e in env} | (taken or set())
-    for name, value in (
-        # Without it restarts and scale-up reuse the rank-0 agent's store and fail
-        # (pytorch#135712, torch-elastic.md §7); elastic-launch sets it, the SDKs do not.
-        (contract.ENV_DISABLE_SHARED_STORE, "1"),
-        (ENV_SHUTDOWN_TIMEOUT, str(spec.shutdown_timeout)),
-    ):
-        if name not in names:
-            env.append({"name": name, "value": value})
 
 
 def pod_spec_object(data: dict[str, Any], loaded: Loaded | None, sdk: str) -> Any:

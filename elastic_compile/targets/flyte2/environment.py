@@ -41,13 +41,12 @@ from elastic_compile.schema.models import mounts_shm
 from elastic_compile.schema.podspec import podspec_problems
 from elastic_compile.targets.checks import FieldPath, locate
 from elastic_compile.targets.flyte.task import (
-    add_launcher_env,
     elastic_nnodes,
     flyte_pod_template,
     flyte_problems,
     monitor_interval,
-    rdzv_configs,
 )
+from elastic_compile.targets.launcher import add_launcher_env, rdzv_configs
 from elastic_compile.targets.pod import adds_shm, env_entries
 
 # flyte/_environment.py: environment names are snake or kebab case (the task is
@@ -112,7 +111,8 @@ def flyte2_problems(spec: ElasticSpec, name: str | None = None) -> list[tuple[Fi
     ``custom``), plus those of flyte-sdk's ``Elastic`` launcher and environment.
     ``name`` is the caller's environment name, checked instead of the spec's.
     """
-    problems = flyte_problems(spec)
+    # Flyte's limits on launcher assume a command in the pod; Flyte 2 has none (below).
+    problems = [p for p in flyte_problems(spec) if p[0] != ("launcher",)]
 
     def problem(path: FieldPath, message: str) -> None:
         problems.append((path, message))
@@ -136,6 +136,11 @@ def flyte2_problems(spec: ElasticSpec, name: str | None = None) -> list[tuple[Fi
     if not isinstance(spec.nproc_per_node, int) and spec.nnodes.max == 1:
         # nnodes > 1: flyte_problems already says it (the same ElasticConfig field).
         problem(("nproc_per_node",), "Flyte 2's Elastic takes a number of processes; write the number, e.g. 8")
+    if spec.launcher != "elastic-launch":
+        problem(
+            ("launcher",),
+            "Flyte 2's Elastic runs its own launcher in the task's process, whatever launcher says; remove it",
+        )
     if spec.start_method != "spawn":
         problem(("start_method",), "Flyte 2's Elastic always starts workers with spawn; remove it")
     problems += _shm_problems(spec)

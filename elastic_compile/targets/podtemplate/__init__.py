@@ -7,7 +7,7 @@ from typing import Any
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.compact import CORE_FILE
-from elastic_compile.targets import Document, Target
+from elastic_compile.targets import Document, Target, bundle
 from elastic_compile.targets.checks import identity_errors, schema_errors
 from elastic_compile.targets.pytorchjob.plan import spec_to_plan
 
@@ -25,9 +25,12 @@ class PodTemplateTarget(Target):
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
         # The same pod as the PyTorchJob's Worker: one plan, so the two never drift apart.
         plan = spec_to_plan(spec)
-        return [Document("podtemplate.yaml.j2", "podtemplate.yaml", API_VERSION, KIND, {"plan": plan})]
+        template = Document("podtemplate.yaml.j2", "podtemplate.yaml", API_VERSION, KIND, {"plan": plan})
+        return [*bundle.documents(spec), template]
 
     def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
+        if document.kind == bundle.KIND:
+            return bundle.check(doc, spec)
         return [*identity_errors(doc, API_VERSION, KIND, spec.name), *schema_errors(doc, CORE_FILE, API_VERSION, KIND)]
 
 

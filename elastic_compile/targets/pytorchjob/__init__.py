@@ -7,7 +7,7 @@ from typing import Any
 from elastic_compile import contract
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
-from elastic_compile.targets import Document, Target, network
+from elastic_compile.targets import Document, Target, bundle, network
 from elastic_compile.targets.checks import identity_errors, schema_errors
 from elastic_compile.targets.pytorchjob.checks import webhook_errors
 from elastic_compile.targets.pytorchjob.plan import spec_to_plan
@@ -31,13 +31,16 @@ class PyTorchJobTarget(Target):
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
         plan = spec_to_plan(spec)
-        documents = [Document("pytorchjob.yaml.j2", "pytorchjob.yaml", API_VERSION, KIND, {"plan": plan})]
+        job = Document("pytorchjob.yaml.j2", "pytorchjob.yaml", API_VERSION, KIND, {"plan": plan})
+        documents = [*bundle.documents(spec), job]
         if spec.network_policy:
             # The operator labels every pod of the job with its name (kubeflow-pytorchjob.md §5).
             documents.append(network.network_policy_document(spec, contract.LABEL_JOB_NAME))
         return documents
 
     def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
+        if document.kind == bundle.KIND:
+            return bundle.check(doc, spec)
         if document.kind == network.KIND:
             return network.network_policy_errors(doc, spec, contract.LABEL_JOB_NAME)
         return [

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from elastic_compile import contract
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
 from elastic_compile.targets.pod import build_pod_template, object_metadata
@@ -113,8 +112,6 @@ def spec_to_plan(spec: ElasticSpec) -> Plan:
         nproc_per_node=str(spec.nproc_per_node),
         elastic_policy=elastic_policy(spec),
         run_policy=run_policy(spec),
-        pod_template=build_pod_template(
-            spec, [contract.LAUNCHER], list(args), spec.shutdown_timeout + GRACE_MARGIN_SECONDS
-        ),
+        pod_template=build_pod_template(spec, args, spec.shutdown_timeout + GRACE_MARGIN_SECONDS),
         launcher_args=args,
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
-from elastic_compile.targets import Document, Target, network
+from elastic_compile.targets import Document, Target, bundle, network
 from elastic_compile.targets.checks import identity_errors, raise_problems, schema_errors
 from elastic_compile.targets.trainjob import api
 from elastic_compile.targets.trainjob.checks import runtime_errors, trainjob_errors
@@ -50,9 +50,11 @@ class TrainJobTarget(Target):
             # JobSet labels every pod with its JobSet's name, which Trainer makes the TrainJob's
             # (kubeflow-trainer-v2.md §4): the policy selects the pods of every replicated job.
             docs.append(network.network_policy_document(spec, api.LABEL_JOBSET_NAME))
-        return docs
+        return [*bundle.documents(spec), *docs]
 
     def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
+        if document.kind == bundle.KIND:
+            return bundle.check(doc, spec)
         if document.kind == network.KIND:
             return network.network_policy_errors(doc, spec, api.LABEL_JOBSET_NAME)
         plan: TrainJobPlan = document.context["plan"]

@@ -281,7 +281,6 @@ def _split_pod(
     the rest of the pod spec, pod metadata)."""
     template = build_pod_template(
         spec,
-        [contract.LAUNCHER],
         args,
         spec.shutdown_timeout + GRACE_MARGIN_SECONDS,
         downward=contract.TRAINJOB_DOWNWARD_ENV,
