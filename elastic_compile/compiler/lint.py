@@ -515,7 +515,9 @@ def _torchrun_exit_codes(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
 
 
 def _torchrun_cpus(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
-    if spec.launcher == "torchrun" and spec.nproc_per_node in ("cpu", "auto"):
+    # auto with GPUs counts the GPUs the device plugin gave the container: the same in both.
+    nproc = spec.nproc_per_node
+    if spec.launcher == "torchrun" and (nproc == "cpu" or (nproc == "auto" and not spec.resources.gpus())):
         yield Lint(
             "EC117",
             ("nproc_per_node",),

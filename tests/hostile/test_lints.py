@@ -84,6 +84,12 @@ FIRES = [
 
 FIRES.append(("EC110", BASE + "run_policy: {backoff_limit: 3}\n", "4:29: run_policy.backoff_limit", "bounds nothing"))
 FIRES.append(("EC111", BASE + 'env: {A: "$(B)", B: b}\n', "4:10: env.A", "$(B) in A stays literal"))
+FIRES.append(("EC116", BASE + "launcher: torchrun\n", "4:11: launcher", "every failure is permanent"))
+FIRES.append(
+    ("EC116", BASE + "restart_policy: ExitCode\nlauncher: torchrun\n", "4:17: restart_policy", "use OnFailure")
+)
+TORCHRUN_AUTO = BASE + "launcher: torchrun\nrestart_policy: Never\nnproc_per_node: auto\n"
+FIRES.append(("EC117", TORCHRUN_AUTO, "6:17: nproc_per_node", "counts the node's CPUs"))
 
 FIRES_IDS = [f"{case[0]}-{i}" for i, case in enumerate(FIRES)]
 
@@ -108,6 +114,9 @@ QUIET = [
     BASE + "env:\n  - {name: HF_TOKEN, valueFrom: {secretKeyRef: {name: hf, key: token}}}\n",
     BASE + "pod_template:\n  spec:\n    hostNetwork: false\n",
     BASE + SIDECAR + "        securityContext: {privileged: false, runAsUser: 1000}\n",
+    BASE + "launcher: torchrun\nrestart_policy: OnFailure\nnproc_per_node: 2\n",
+    BASE + "launcher: torchrun\nrestart_policy: Never\nnproc_per_node: auto\nresources: {requests: {gpu: 2}}\n",
+    BASE + "launcher: bundled\nnproc_per_node: cpu\n",  # elastic-launch: ExitCode codes, the pod's CPUs
 ]
 
 
@@ -155,6 +164,8 @@ def test_codes_are_stable() -> None:
         "EC111": "unexpanded-env-reference",
         "EC112": "invisible-text",
         "EC113": "hard-to-review-value",
+        "EC116": "torchrun-exit-codes",
+        "EC117": "torchrun-counts-node-cpus",
     }
     for rule in lint.RULES.values():
         assert rule.why and "\n" not in rule.why and len(rule.why) < 130
@@ -218,7 +229,8 @@ def test_unknown_code_in_the_spec_is_a_located_error(cli: Cli) -> None:
     assert status == 2 and out == ""
     assert err == (
         f"{cli.spec}:4:23: lint.EC1O4: unknown lint code EC1O4; known codes: "
-        "EC101, EC102, EC103, EC104, EC105, EC106, EC107, EC108, EC109, EC110, EC111, EC112, EC113 (given: EC1O4)\n"
+        "EC101, EC102, EC103, EC104, EC105, EC106, EC107, EC108, EC109, EC110, EC111, EC112, EC113, "
+        "EC116, EC117 (given: EC1O4)\n"
     )
 
 
@@ -232,7 +244,8 @@ def test_unknown_ignore_is_a_usage_error(cli: Cli) -> None:
     assert (status, out) == (2, "")
     assert err == (
         "elastic-compile: error: --ignore: unknown lint code ec104; known codes: "
-        "EC101, EC102, EC103, EC104, EC105, EC106, EC107, EC108, EC109, EC110, EC111, EC112, EC113\n"
+        "EC101, EC102, EC103, EC104, EC105, EC106, EC107, EC108, EC109, EC110, EC111, EC112, EC113, "
+        "EC116, EC117\n"
     )
 
 
