@@ -3,14 +3,17 @@
 ::
 
     elastic-compile run SPEC_OR_MANIFEST [--nodes N] [--nproc-per-node N] [--env NAME=VALUE ...] [--host-network]
-                        [--kill POD@SECONDS|POD@/TEXT/ ...] [--timeout SECONDS] [--workdir DIR] [--dry-run]
+                        [--kill POD@SECONDS|POD@/TEXT/ ...] [--timeout SECONDS] [--workdir DIR]
+                        [--python PYTHON] [--dry-run]
 
 The input is an ``elastic.yaml`` (compiled in-process by the real pipeline, for its own
 ``target``) or an already compiled PyTorchJob or TrainJob (a file, or ``-`` for stdin; in
 a multi-document stream, such as ``kubectl kustomize`` output, the job is picked, with our
 TrainingRuntime when there is one). Every pod gets the command and environment its engine
 would give it (:func:`kubeflow.pods`, :func:`trainer.pods`); only addresses that exist in a
-cluster (the rendezvous host, pod IPs, the master address) become 127.0.0.1. A TrainJob
+cluster (the rendezvous host, pod IPs, the master address) become 127.0.0.1. ConfigMap
+volumes in the input (``launcher: bundled``'s) are mounted read-only; ``--python`` stands in
+for the image's interpreter (:func:`~.process.use_image_python`). A TrainJob
 plays out by Trainer v2's and JobSet's rules (:mod:`.trainer`); a PyTorchJob by the
 operator's (kubeflow-pytorchjob.md §6):
 
@@ -66,6 +69,7 @@ from elastic_compile.localrun.process import (
     local_gpus,
     mount_config_maps,
     port_busy,
+    use_image_python,
 )
 
 # --------------------------------------------------------------------------- options
@@ -176,6 +180,13 @@ def parse_args(argv: Sequence[str]) -> Options:
     p.add_argument(
         "--dry-run", action="store_true", help="print each pod's command and environment as JSON; run nothing"
     )
+    p.add_argument(
+        "--python",
+        type=Path,
+        metavar="PYTHON",
+        help="the image's Python (e.g. a venv with torch and nothing of ours): runs python, python3 and the "
+        "console scripts beside it (elastic-launch, torchrun) in the pods; default: this interpreter",
+    )
     # Read by elastic-compile's main (tracebacks for internal errors); accepted here so it parses.
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     ns = p.parse_args(list(argv))
@@ -190,6 +201,7 @@ def parse_args(argv: Sequence[str]) -> Options:
         dry_run=ns.dry_run,
         env=tuple(ns.env),
         host_network=ns.host_network,
+        python=ns.python,
     )
 
 
@@ -358,6 +370,8 @@ def _main(argv: Sequence[str], out: TextIO, err: TextIO, mounts: Path) -> int:
                 job = Job(pods, rules, opts, workdir, printer, store=store_host(job_doc, pods), network=network)
                 suspended = bool((job_doc["spec"].get("runPolicy") or {}).get("suspend"))
             pod_notes += mount_config_maps(job.pods, source.config_maps, mounts)
+            if opts.python is not None:
+                pod_notes += use_image_python(job.pods, opts.python)
         except SpecError as e:
             for problem in e.problems:
                 line = str(problem) if problem.path != "usage" else f"{PROG}: error: {problem.message}"

@@ -68,6 +68,8 @@ class Options:
     dry_run: bool = False
     env: tuple[tuple[str, str], ...] = ()  # --env NAME=VALUE: values for entries that need the cluster
     host_network: bool = False  # --host-network: no private loopback-only network for the pods
+    # --python: the image's interpreter, in place of this one (:func:`use_image_python`).
+    python: Path | None = None
 
 
 class RunError(Exception):
@@ -218,6 +220,7 @@ def mount_config_maps(pods: Sequence[LocalPod], config_maps: Mapping[str, Mappin
                 notes.append(f"volume {mount.volume} (ConfigMap {mount.config_map}) is not in the input: not mounted")
                 continue
             local = root / pod.name / mount.volume
+            local.mkdir(parents=True, exist_ok=True)
             for relative, data in _config_map_files(config_map, mount).items():
                 target = local.joinpath(*relative.parts)
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -225,9 +228,42 @@ def mount_config_maps(pods: Sequence[LocalPod], config_maps: Mapping[str, Mappin
                 fd = os.open(target, flags, 0o444)
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
+            # The kubelet mounts a ConfigMap read-only: nothing in the pod adds or changes a file there.
+            for directory in sorted((p for p in local.rglob("*") if p.is_dir()), reverse=True):
+                directory.chmod(0o555)
+            local.chmod(0o555)
             pod.argv = [str(local) + w[len(mount.mount_path.rstrip("/")) :] if w in used else w for w in pod.argv]
             notes.append(f"volume {mount.volume} (ConfigMap {mount.config_map}) at {mount.mount_path}: {root}/<pod>/")
     return list(dict.fromkeys(notes))
+
+
+def use_image_python(pods: Sequence[LocalPod], python: Path) -> list[str]:
+    """Run the pods with ``python`` as the image's interpreter instead of this one (``--python``).
+
+    An image brings its own Python, which may have torch and nothing of ours: that is
+    what ``launcher: bundled`` and ``launcher: torchrun`` are for. Every program the pods
+    would take from this interpreter (itself, or a console script beside it such as
+    ``elastic-launch`` and ``torchrun``) is taken from ``python``'s bin directory instead,
+    which also replaces this one on the pods' PATH; a program that directory lacks is an
+    error, as a container whose command is not in its image never starts. Returns the notes.
+    """
+    # Not resolved: a venv's python is a symlink, and resolving it would leave the venv.
+    image = Path(os.path.abspath(python))
+    if not image.is_file() or not os.access(image, os.X_OK):
+        raise RunError(f"--python {python}: not an executable file")
+    here = Path(sys.executable).parent
+    for pod in pods:
+        head = Path(pod.argv[0])
+        if pod.argv[0] == sys.executable:
+            pod.argv[0] = str(image)
+        elif head.parent == here:
+            candidate = image.parent / head.name
+            if not candidate.is_file():
+                raise RunError(f"{pod.name}: {head.name} is not in the image's {image.parent} (--python)")
+            pod.argv[0] = str(candidate)
+        path = [p for p in pod.env.get("PATH", os.defpath).split(os.pathsep) if p and Path(p) != here]
+        pod.env["PATH"] = os.pathsep.join([str(image.parent), *path])
+    return [f"the image's Python: {image} (--python), its bin directory first on the pods' PATH"]
 
 
 def base_env(environ: Mapping[str, str]) -> dict[str, str]:
