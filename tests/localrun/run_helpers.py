@@ -23,6 +23,25 @@ TRAIN = EXAMPLES / "train_tiny.py"
 RUN = [sys.executable, "-m", "elastic_compile.compiler.cli", "run"]
 MARKER_NAME = "TEST_MARKER"
 
+# Fails in the first attempt only, on the second worker of group rank 1: that node's
+# agent restarts its worker group in place (TORCHELASTIC_RESTART_COUNT 1); the other agent
+# follows the new rendezvous round. Each node's first worker reports how it ended.
+FAIL_ONCE = """\
+import os, sys
+import torch.distributed as dist
+dist.init_process_group("gloo")
+restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+group, local = int(os.environ["GROUP_RANK"]), int(os.environ["LOCAL_RANK"])
+dist.barrier()
+if (group, local, restart) == (1, 1, 0):
+    print("a worker fails on purpose", flush=True)
+    sys.exit(7)
+dist.barrier()
+if local == 0:
+    print(f"done group {group} world_size {dist.get_world_size()} restart {restart}", flush=True)
+dist.destroy_process_group()
+"""
+
 
 def new_marker() -> str:
     return f"localrun-{uuid.uuid4().hex}"

@@ -21,33 +21,24 @@ from pathlib import Path
 
 import pytest
 from image_env import image_env, make_torch_venv
-from run_helpers import ROOT, RUN, Result, spec
+from run_helpers import FAIL_ONCE, ROOT, RUN, Result, spec
 
 from elastic_compile.targets import bundle
 
 COMPILE = [sys.executable, "-m", "elastic_compile.compiler.cli"]
 
-# Fails in the first attempt only, on the second worker of node 1: that node's agent restarts
-# its worker group in place (TORCHELASTIC_RESTART_COUNT 1) and the other agent follows the
-# new round. Every worker of the successful round reports what it saw as one JSON line.
-FAIL_ONCE = """\
-import importlib.util, json, os, sys
-import torch.distributed as dist
-dist.init_process_group("gloo")
-restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
-group, local = int(os.environ["GROUP_RANK"]), int(os.environ["LOCAL_RANK"])
-dist.barrier()
-if (group, local, restart) == (1, 1, 0):
-    print("a worker fails on purpose", flush=True)
-    sys.exit(7)
-dist.barrier()
+# run_helpers.FAIL_ONCE, whose second round then reports what each of its workers saw.
+REPORTED = (
+    FAIL_ONCE
+    + """\
+import importlib.util, json
 print("REPORT " + json.dumps({
-    "group": group, "local": local, "world": dist.get_world_size(), "restart": restart,
+    "group": group, "local": local, "world": int(os.environ["WORLD_SIZE"]), "restart": restart,
     "python": sys.executable, "ours": importlib.util.find_spec("elastic_compile") is not None,
     "agent_store": os.environ.get("TORCHELASTIC_USE_AGENT_STORE"),
 }), flush=True)
-dist.destroy_process_group()
 """
+)
 
 # The other workers wait in a barrier for one that the kernel kills, as the OOM killer would.
 KILLED = """\
@@ -122,7 +113,7 @@ def test_two_nodes_restart_in_place_in_an_image_without_elastic_compile(
     tmp_path: Path, marker: str, image: Path, launcher: str, target: str
 ) -> None:
     script = tmp_path / "fail_once.py"
-    script.write_text(FAIL_ONCE, encoding="utf-8")
+    script.write_text(REPORTED, encoding="utf-8")
     body = (
         f"command: [python, {script}]\nlauncher: {launcher}\nnnodes: 2\nnproc_per_node: 2\n"
         "max_restarts: 1\nmonitor_interval: 0.5\nrestart_policy: OnFailure\n"
