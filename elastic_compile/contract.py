@@ -146,6 +146,12 @@ LAUNCHER: Final = "elastic-launch"
 # launcher: torchrun runs the image's torchrun instead (the compiler's targets/launcher.py
 # spells our settings for it); elastic-compile run starts it as this Python's.
 TORCHRUN: Final = "torchrun"
+# launcher: bundled: elastic-launch as one file in a ConfigMap the compiler emits, mounted
+# read-only here and run by the image's python3 (targets/bundle.py). Tools that read a
+# container's command (doctor, import) know it as elastic-launch by this path.
+BUNDLE_MOUNT: Final = "/opt/elastic-launch"
+BUNDLE_FILE: Final = "elastic-launch.py"
+BUNDLE_PATH: Final = f"{BUNDLE_MOUNT}/{BUNDLE_FILE}"
 
 # Exit codes. The operator's ExitCode restart policy treats 1-127 as permanent and
 # 128-255 as retryable (kubeflow-pytorchjob.md §6).

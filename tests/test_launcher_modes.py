@@ -44,10 +44,15 @@ def worker_pod(job: dict[str, Any]) -> dict[str, Any]:
     return dict(job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"])
 
 
-def problems(text: str, targets: tuple[str, ...] | None = None) -> list[str]:
+def problems_of(text: str, targets: tuple[str, ...] | None = None) -> list[str]:
+    """The problem lines of compiling the whole spec ``text``."""
     with pytest.raises(SpecError) as e:
-        compile_text(BASE + text, "elastic.yaml", targets)
+        compile_text(text, "elastic.yaml", targets)
     return [str(p) for p in e.value.problems]
+
+
+def problems(text: str, targets: tuple[str, ...] | None = None) -> list[str]:
+    return problems_of(BASE + text, targets)
 
 
 # --------------------------------------------------------------------------- the field
@@ -70,10 +75,7 @@ def test_an_unknown_launcher_is_a_located_error() -> None:
 
 
 def test_torchrun_cannot_call_a_function() -> None:
-    text = "name: demo\nimage: x:1\nfunction: pkg.train:main\nlauncher: torchrun\n"
-    with pytest.raises(SpecError) as e:
-        compile_text(text, "elastic.yaml")
-    (line,) = (str(p) for p in e.value.problems)
+    (line,) = problems_of("name: demo\nimage: x:1\nfunction: pkg.train:main\nlauncher: torchrun\n")
     assert line.startswith("elastic.yaml:4:11: launcher: torchrun runs a command, not a function"), line
 
 
@@ -351,3 +353,10 @@ def test_torchrun_args_refuse_a_function() -> None:
     spec = ElasticSpec.model_validate({"name": "d", "image": "x:1", "function": "a.b:c"})
     with pytest.raises(ValueError, match="not a function"):
         torchrun_args(spec.model_copy(update={"launcher": "torchrun"}), ["--"])
+
+
+def test_the_bundled_launcher_in_command_is_a_nested_launcher() -> None:
+    text = "name: demo\nimage: x:1\ncommand: [python3, /opt/elastic-launch/elastic-launch.py, --, python, t.py]\n"
+    (line,) = problems_of(text)
+    assert line.startswith("elastic.yaml:3:20: command[1]: the bundled elastic-launch would be a second launcher"), line
+    assert "write command: [python, t.py]" in line

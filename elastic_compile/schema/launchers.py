@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from elastic_compile import contract
+
 # torch.distributed.run is torchrun; torch.distributed.launch its deprecated predecessor.
 _MODULES = ("torch.distributed.run", "torch.distributed.launch")
 _PROGRAMS = ("torchrun", "elastic-launch")
@@ -39,6 +41,9 @@ def nested_launcher(command: Sequence[str]) -> tuple[int, str] | None:
         return 0, _advice(head, command[command.index("--") + 1 :], program=True)
     if head in _PROGRAMS:
         return 0, _advice(head, command[1:])
+    if _PYTHON.match(head) and command[1:2] == [contract.BUNDLE_PATH]:
+        rest = command[command.index("--") + 1 :] if "--" in command else []
+        return 1, _advice("the bundled elastic-launch", rest, program=True)
     if _PYTHON.match(head):
         for i, word in enumerate(command[1:-1], start=1):
             if word == "-m" and command[i + 1] in _MODULES:
@@ -142,13 +147,16 @@ def launcher_kind(command: Sequence[str]) -> tuple[str, int] | None:
     """Which launcher ``command`` starts with and the index of its first option, or None.
 
     ``torchrun``; ``python -m torch.distributed.run`` (or ``.launch``), with python options
-    before ``-m``; ``elastic-launch``.
+    before ``-m``; ``elastic-launch``, also as ``launcher: bundled`` runs it (``python3
+    /opt/elastic-launch/elastic-launch.py``).
     """
     if not command:
         return None
     head = PurePosixPath(command[0]).name
     if head in _PROGRAMS:
         return head, 1
+    if _PYTHON.match(head) and list(command[1:2]) == [contract.BUNDLE_PATH]:
+        return contract.LAUNCHER, 2
     if _PYTHON.match(head):
         for i, word in enumerate(command[1:-1], start=1):
             if word == "-m" and command[i + 1] in _MODULES:

@@ -803,7 +803,7 @@ SHM_PATH = "/dev/shm"
 #: beside the job) and where the training container mounts it, read-only. Kept here so the
 #: schema can reject a user volume or mount that would collide with them.
 BUNDLE_VOLUME_NAME = "elastic-launch"
-BUNDLE_MOUNT = "/opt/elastic-launch"
+BUNDLE_MOUNT = contract.BUNDLE_MOUNT
 
 #: The values of ``launcher`` (docs/launchers.md).
 LauncherName = Literal["elastic-launch", "bundled", "torchrun"]

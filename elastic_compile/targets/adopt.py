@@ -39,6 +39,8 @@ from elastic_compile.schema.launchers import (
     parse_torchrun,
 )
 from elastic_compile.schema.models import (
+    BUNDLE_MOUNT,
+    BUNDLE_VOLUME_NAME,
     GPU_KEY,
     GPU_RESOURCE,
     SHM_VOLUME_NAME,
@@ -49,6 +51,7 @@ from elastic_compile.schema.models import (
     mounts_shm,
     nested_model,
 )
+from elastic_compile.targets import bundle
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS
 from elastic_compile.targets.pod import ISTIO_INJECT, downward_env
 
@@ -202,6 +205,7 @@ class Launch:
     env: list[tuple[str, str]] = field(default_factory=list)  # from a shell script's export / K=V prefix
     working_dir: str | None = None  # from a shell script's cd
     shell_at: int | None = None  # the argv index of an unwrapped shell script
+    bundled: bool = False  # elastic-launch as launcher: bundled runs it, from its ConfigMap
 
 
 _SHELLS = ("sh", "bash", "dash", "zsh", "ash")
@@ -229,7 +233,8 @@ def read_launch(argv: list[str], at: Callable[[int], Path], draft: Draft) -> Lau
             draft.fail(at(nested[0]), "a launcher the import cannot unwrap; write command: by hand")
         return launch
     if kind[0] == contract.LAUNCHER:
-        _read_elastic_launch(launch, argv, at, draft)
+        launch.bundled = head != contract.LAUNCHER
+        _read_elastic_launch(launch, argv, at, draft, kind[1])
     else:
         _read_torchrun(launch, argv, at, draft)
     if launch.program:
@@ -258,11 +263,14 @@ def _read_torchrun(launch: Launch, argv: list[str], at: Callable[[int], Path], d
     draft.note(where, f"{call.launcher} unwrapped: elastic-launch is the launcher in the compiled job", "command")
 
 
-def _read_elastic_launch(launch: Launch, argv: list[str], at: Callable[[int], Path], draft: Draft) -> None:
+def _read_elastic_launch(
+    launch: Launch, argv: list[str], at: Callable[[int], Path], draft: Draft, start: int = 1
+) -> None:
+    """elastic-launch's options and command; ``start``: the index of its first option (2 when bundled)."""
     from elastic_compile.entrypoint.settings import UsageError, parse_options
 
     try:
-        opts, command = parse_options(argv[1:])
+        opts, command = parse_options(argv[start:])
     except UsageError as e:
         draft.fail(at(0), f"elastic-launch: {e}")
         return
@@ -612,13 +620,15 @@ def adopt_pod(
     chosen: bool,
     extra_env: Sequence[tuple[str, str]] = (),
     ours: Sequence[tuple[str, str]] = contract.DOWNWARD_ENV,
+    bundled: bool = False,
 ) -> None:
     """The pod template onto image, resources, env, shared_memory, istio_sidecar and pod_template.
 
     The training container's command is the caller's (it needs the engine's topology).
     ``chosen``: the job already runs elastic-launch, so a default it lacks (/dev/shm, the
     Istio opt-out) was turned off on purpose and stays off; otherwise the default applies
-    and a note says so.
+    and a note says so. ``bundled``: the command runs the bundled launcher, whose volume and
+    mount become ``launcher: bundled``.
     """
     base = source.path
     template = copy.deepcopy(dict(source.template))
@@ -644,6 +654,8 @@ def adopt_pod(
     _resources(draft, training.pop("resources", None), (*train_path, "resources"))
     volumes: list[Any] = list(spec.pop("volumes", None) or [])
     _shared_memory(draft, training, volumes, sidecars, train_path=train_path, base=base, chosen=chosen)
+    if bundled:
+        _bundled_launcher(draft, training, volumes, train_path=train_path, base=base)
     _env(draft, training, train_path, extra_env, ours)
     ports = training.get("ports")
     if isinstance(ports, list):
@@ -716,6 +728,10 @@ def adopt_pod(
     labels = dict(meta.get("labels") or {})
     annotations = dict(meta.get("annotations") or {})
     inject = annotations.pop(ISTIO_INJECT, None)
+    if bundled:
+        # Which launcher file the pods run: the compiler writes them again for the one it bundles.
+        for key in bundle.pod_annotations():
+            annotations.pop(key, None)
     if inject is None and chosen:
         draft.set(("istio_sidecar",), True, (*base,))
     elif inject is None:
@@ -834,6 +850,50 @@ def _shared_memory(
                 (*base, "spec", "volumes", i, "name"),
                 f"a volume named {SHM_VOLUME_NAME} is the compiler's /dev/shm volume; rename it in the manifest",
             )
+
+
+def _bundled_launcher(
+    draft: Draft, training: dict[str, Any], volumes: list[Any], *, train_path: Path, base: Path
+) -> None:
+    """The compiler's ConfigMap volume of the bundled launcher and its mount become ``launcher: bundled``.
+
+    The ConfigMap itself is the compiler's to write again (its name and text follow the
+    installed launcher); without the volume and the mount the command could not have run.
+    """
+    mounts = training.get("volumeMounts")
+    mounts = mounts if isinstance(mounts, list) else []
+    mount = next(
+        (
+            i
+            for i, m in enumerate(mounts)
+            if isinstance(m, dict)
+            and m.get("name") == BUNDLE_VOLUME_NAME
+            and str(m.get("mountPath", "")).rstrip("/") == BUNDLE_MOUNT
+        ),
+        None,
+    )
+    volume = next(
+        (
+            i
+            for i, v in enumerate(volumes)
+            if isinstance(v, dict) and v.get("name") == BUNDLE_VOLUME_NAME and isinstance(v.get("configMap"), dict)
+        ),
+        None,
+    )
+    if mount is None or volume is None:
+        draft.fail(
+            (*train_path, "volumeMounts"),
+            f"the command runs {contract.BUNDLE_PATH}, but no ConfigMap volume {BUNDLE_VOLUME_NAME} is mounted at "
+            f"{BUNDLE_MOUNT}: the pod could not start",
+        )
+        return
+    draft.set(("launcher",), "bundled", (*base, "spec", "volumes", volume))
+    del mounts[mount]
+    del volumes[volume]
+    if mounts:
+        training["volumeMounts"] = mounts
+    else:
+        training.pop("volumeMounts", None)
 
 
 def _env(

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import elastic_compile
+from elastic_compile import contract
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.compact import CORE_FILE
 from elastic_compile.schema.models import BUNDLE_MOUNT, BUNDLE_VOLUME_NAME
@@ -38,9 +39,9 @@ from elastic_compile.targets import Document
 from elastic_compile.targets.checks import identity_errors, schema_errors
 
 #: The ConfigMap key, hence the file's name in the mount.
-BUNDLE_KEY: Final = "elastic-launch.py"
+BUNDLE_KEY: Final = contract.BUNDLE_FILE
 #: Where the training container finds the file.
-BUNDLE_PATH: Final = f"{BUNDLE_MOUNT}/{BUNDLE_KEY}"
+BUNDLE_PATH: Final = contract.BUNDLE_PATH
 #: The image's interpreter. ``python3``, not ``python``: Debian and Ubuntu images without
 #: python-is-python3 have only ``python3``, while images with a venv or conda on PATH have both.
 PYTHON: Final = "python3"

@@ -19,7 +19,7 @@ import yaml
 from elastic_compile.compiler import doctor
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.output import stream_text
-from elastic_compile.compiler.pipeline import compile_path
+from elastic_compile.compiler.pipeline import compile_path, compile_text
 from elastic_compile.core.emit import to_yaml
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -337,3 +337,15 @@ def test_odd_types_are_findings_not_crashes(odd: dict[str, Any]) -> None:
     report = doctor.doctor_stream(to_yaml([odd]), "job.yaml")
     assert report.jobs == 1
     assert any(p.message.startswith(("DR001 ", "DR002 ", "DR021 ")) for p in report.problems)
+
+
+@pytest.mark.parametrize("target", ["pytorchjob", "trainjob"])
+@pytest.mark.parametrize("launcher", ["bundled", "torchrun"])
+def test_compiled_launcher_modes_pass(launcher: str, target: str) -> None:
+    # python3 /opt/elastic-launch/elastic-launch.py is elastic-launch: no "no launcher" (DR023) on a TrainJob.
+    spec = (
+        "name: d\nimage: x:1.0\ncommand: [python, t.py]\nnnodes: 2\nnproc_per_node: 2\n"
+        f"restart_policy: OnFailure\nlauncher: {launcher}\ntarget: {target}\n"
+    )
+    text = stream_text([compile_text(spec, "elastic.yaml")], "yaml")
+    assert doctor.doctor_stream(text, "job.yaml").problems == ()

@@ -534,3 +534,34 @@ def test_trainjob_with_a_malformed_runtime(capsys: pytest.CaptureFixture[str], t
     assert any(
         line.startswith(f"{stream}:") and "containers: cannot import: expected a list" in line for line in err
     ), err
+
+
+@pytest.mark.parametrize("target", ["pytorchjob", "trainjob"])
+def test_bundled_launcher_round_trip(target: str) -> None:
+    # The ConfigMap's volume, its mount and the pods' launcher annotations are the compiler's:
+    # they become launcher: bundled, and the compiled job comes back byte for byte.
+    spec = f"name: d\nimage: x:1.0\ncommand: [python, t.py]\nnnodes: 2\nlauncher: bundled\ntarget: {target}\n"
+    first = stream_text([compile_text(spec, "elastic.yaml")], "yaml")
+    (imported,) = import_stream(first, "job.yaml")
+    assert _spec(imported.text)["launcher"] == "bundled"
+    assert "elastic-launch" not in imported.text.replace("launcher: bundled", "")
+    second = stream_text([compile_text(imported.text, "imported.yaml")], "yaml")
+    assert second == first
+    assert [str(n).partition(": note: ")[2] for n in imported.notes] == [
+        "skipped (kind ConfigMap): import reads PyTorchJob (kubeflow.org/v1) or TrainJob "
+        "(trainer.kubeflow.org/v1alpha1)"
+    ]
+
+
+def test_bundled_launcher_without_its_volume_is_an_error() -> None:
+    spec = "name: d\nimage: x:1.0\ncommand: [python, t.py]\nlauncher: bundled\n"
+    (job,) = (
+        d for d in yaml.safe_load_all(stream_text([compile_text(spec, "e.yaml")], "yaml")) if d["kind"] != "ConfigMap"
+    )
+    pod = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    del pod["volumes"]
+    with pytest.raises(SpecError) as e:
+        import_stream(to_yaml([job]), "job.yaml")
+    assert any(
+        "no ConfigMap volume elastic-launch is mounted at /opt/elastic-launch" in str(p) for p in e.value.problems
+    )

@@ -110,6 +110,7 @@ def pytorchjob_to_spec(loaded: Loaded) -> Draft:
         shutdown_timeout=shutdown,
         chosen=launch.launcher == contract.LAUNCHER,
         extra_env=launch.env,
+        bundled=launch.bundled,
     )
     if launch.launcher is None and launch.program:
         # Nothing read PET_NPROC_PER_NODE: the command ran once per pod.

@@ -101,6 +101,7 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded]) -> Draft:
         chosen=chosen,
         extra_env=launch.env,
         ours=contract.TRAINJOB_DOWNWARD_ENV,
+        bundled=launch.bundled,
     )
     drop_default_nproc(draft)
     for key, ours in (("suspend", "suspend"), ("activeDeadlineSeconds", "active_deadline_seconds")):
