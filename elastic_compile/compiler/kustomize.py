@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Final
 
 from elastic_compile.core.emit import to_yaml
@@ -165,6 +166,7 @@ def openapi_schema(custom: Sequence[CustomKind] = CUSTOM_KINDS) -> dict[str, Any
     }
 
 
+@cache  # the same bytes in every base: a batch builds them once
 def openapi_text() -> str:
     """``openapi.json``: one definition per line, sorted, so the bytes never vary and diffs stay short."""
     schema = openapi_schema()

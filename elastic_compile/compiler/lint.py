@@ -256,6 +256,8 @@ def output_active(compiled: Compiled, ignore: Iterable[str] = ()) -> list[tuple[
     field holds: the rendered documents are linted as the spec is, silenced by the same
     codes. Each finding comes with the template that rendered it.
     """
+    if all(output.template is None for output in compiled.outputs):
+        return []  # no custom template: nothing to lint beyond the spec (whose lints are not run again)
     silenced = set(compiled.spec.lint) | set(ignore)
     seen = {(found.code, found.message, found.subject) for found in lint(compiled.spec, compiled.plan)}
     out: list[tuple[str, Lint]] = []
