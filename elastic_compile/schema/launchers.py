@@ -10,6 +10,7 @@ exactly which command to write when we can tell.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,8 +71,17 @@ def _advice(what: str, rest: Sequence[str], *, program: bool = False) -> str:
         return (
             f"{why}; give the training script itself, e.g. [python, train.py], and set nnodes, nproc_per_node and rdzv"
         )
-    fix = ", ".join(script if program else ["python", *script])
+    fix = ", ".join(_word(word) for word in (script if program else ["python", *script]))
     return f"{why}; write command: [{fix}] and set the launcher's options through nnodes, nproc_per_node and rdzv"
+
+
+# A word printed as is in the suggested flow list; any other is quoted as JSON (valid YAML),
+# so that a line break or a control character in it never breaks the one-line message.
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./=:+@%~^-]+")
+
+
+def _word(word: str) -> str:
+    return word if _PLAIN_WORD.fullmatch(word) else json.dumps(word)
 
 
 def _script(rest: Sequence[str]) -> list[str] | None:

@@ -103,6 +103,12 @@ def test_backoff_limit_warns_only_where_it_counts_nothing(tmp_path: Path, policy
         ("[python3, -u, -m, torch.distributed.launch, t.py]", "4:28: command[3]", "write command: [python, t.py]"),
         ("[bash, -c, 'cd /app && torchrun train.py']", "4:21: command[2]", "give the training script itself"),
         ("[elastic-launch, --, python, t.py]", "4:11: command[0]", "write command: [python, t.py]"),
+        # Found by bench/fuzz_spec.py: a word with a line break made the message two lines.
+        (
+            '[torchrun, train.py, "a\\nb", "trailing\\n", "x y"]',
+            "4:11: command[0]",
+            'write command: [python, train.py, "a\\nb", "trailing\\n", "x y"]',
+        ),
     ],
 )
 def test_a_nested_launcher_is_an_error_with_the_command_to_write(
