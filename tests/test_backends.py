@@ -119,6 +119,11 @@ SNIPPETS = [
     "a: &x [*x]\n",
     "",
     "   \n# only a comment\n",
+    # No line break at the end (found by bench/fuzz_spec.py): marks at the end of the stream.
+    "%YAML 1.2\n---\n# a comment",
+    "a:",
+    "a: 1\n# c",
+    "- a\n-",
 ]
 
 
@@ -144,6 +149,8 @@ def test_parsers_agree_on_the_repository(path: str) -> None:
         ("a: [what?]\n", False),
         ("a: !!str x\n", False),
         ("a: b\ufeffc\n", False),
+        ("a: b", False),
+        ("", True),
     ],
 )
 def test_libyaml_reads_what_it_reads_like_pyyaml(text: str, libyaml: bool) -> None:

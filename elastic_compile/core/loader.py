@@ -237,13 +237,17 @@ if LIBYAML:
 # tag at a flow comma ([!!str, x]), PyYAML rejects both; and libyaml counts a byte-order
 # mark after the first character as a column, PyYAML does not. Control characters too:
 # PyYAML rejects them before parsing, libyaml only when it reaches them (after a limit,
-# maybe). The differential tests and the fuzzer's oracle compare both parsers on the rest.
+# maybe). And a text that does not end with a line break: libyaml places the end of the
+# stream on a line after the last one, so a value left empty there (`a:`) would be located
+# on a line the file does not have. The differential tests and the fuzzer's oracle compare
+# both parsers on the rest.
 _PYYAML_ONLY = re.compile("[\t?!\ufeff]|" + Reader.NON_PRINTABLE.pattern)
 
 
 def _composers(text: str, max_depth: int, max_nodes: int, max_chars: int = MAX_EXPANDED_CHARS) -> Iterator[_Composer]:
     """libyaml first when it is there, then PyYAML's parser (see :func:`_compose`)."""
-    if _Backend.libyaml and _PYYAML_ONLY.search(text, 1 if text[:1] == "\ufeff" else 0) is None:
+    ends_a_line = not text or text[-1] == "\n"
+    if _Backend.libyaml and ends_a_line and _PYYAML_ONLY.search(text, 1 if text[:1] == "\ufeff" else 0) is None:
         with suppress(UnicodeEncodeError):  # lone surrogates (text given as str): libyaml takes UTF-8 only
             yield _LibComposer(text, max_depth, max_nodes, max_chars)
     yield _Composer(text, max_depth, max_nodes, max_chars)
