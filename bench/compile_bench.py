@@ -2,7 +2,9 @@
 
     .venv/bin/python bench/compile_bench.py [--runs 7] [--compiles 1000] [--batch 500]
 
-Measures, on this machine and in one run (so that the ratios compare like with like):
+Measures, on this machine and in one run (so that the ratios compare like with like), wall and
+CPU time (user + system: the steadier figure on a shared machine, where waiting for a core
+does not count) with the load average:
 
 * the whole-process wall time of ``elastic-compile examples/ddp-2x8-gpu.yaml`` against
   ``python -c pass`` (the floor any Python CLI pays), against a process that only imports
@@ -66,15 +68,16 @@ get_serializable(OrderedDict(), settings, train)
 IMPORT_FLOOR = "import yaml, jinja2.sandbox\nfrom pydantic import BaseModel"
 
 
-def timed(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one process run."""
+def timed(cmd: list[str]) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (KiB) and CPU seconds (user + system) of one process run."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{cmd} failed: {proc.stderr.read().decode() if proc.stderr else ''}")
-    return elapsed, usage.ru_maxrss
+        shown = " ".join(cmd[:6]) + (" ..." if len(cmd) > 6 else "")
+        raise SystemExit(f"{shown} failed: {proc.stderr.read().decode() if proc.stderr else ''}")
+    return elapsed, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
 
 
 def batch_specs(directory: Path, count: int) -> list[str]:
@@ -163,7 +166,7 @@ def main() -> int:
             rows.append(("flytekit: define + serialize (peer)", [sys.executable, "-c", FLYTE_PEER]))
 
         # Interleaved runs: load from other work on the machine falls on every row alike.
-        results: dict[str, list[tuple[float, int]]] = {label: [] for label, _ in rows}
+        results: dict[str, list[tuple[float, int, float]]] = {label: [] for label, _ in rows}
         for attempt in range(args.runs + 1):
             for label, cmd in rows:
                 result = timed(cmd() if callable(cmd) else cmd)  # type: ignore[arg-type]
@@ -172,18 +175,31 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    measured = {label: (statistics.median(r[0] for r in rs), max(r[1] for r in rs)) for label, rs in results.items()}
-    floor = measured["python -c pass"][0]
-    one = measured["elastic-compile ddp-2x8-gpu.yaml"][0]
-    print(f"whole process, median of {args.runs} interleaved runs (os.cpu_count()={os.cpu_count()})")
-    print(f"{'command':<40} {'median s':>9} {'x python':>9} {'x one spec':>11} {'peak RSS MiB':>13}")
-    for label, (seconds, rss) in measured.items():
-        print(f"{label:<40} {seconds:>9.3f} {seconds / floor:>9.1f} {seconds / one:>11.2f} {rss / 1024:>13.1f}")
-    rate = in_process(args.compiles)
-    print(f"in-process: {rate:,.0f} specs/s over {args.compiles} compiles ({1000 / rate:.2f} ms each)")
+    measured = {
+        label: (statistics.median(r[0] for r in rs), max(r[1] for r in rs), statistics.median(r[2] for r in rs))
+        for label, rs in results.items()
+    }
+    floor, _, cpu_floor = measured["python -c pass"]
+    one, _, cpu_one = measured["elastic-compile ddp-2x8-gpu.yaml"]
+    # CPU time is the steadier figure on a shared machine: waiting for a core does not count.
+    print(f"whole process, median of {args.runs} interleaved runs (os.cpu_count()={os.cpu_count()}, {_load()})")
+    print(
+        f"{'command':<40} {'median s':>9} {'x python':>9} {'x one spec':>11} "
+        f"{'CPU s':>7} {'CPU x python':>13} {'CPU x one':>10} {'peak RSS MiB':>13}"
+    )
+    for label, (seconds, rss, cpu) in measured.items():
+        print(
+            f"{label:<40} {seconds:>9.3f} {seconds / floor:>9.1f} {seconds / one:>11.2f} "
+            f"{cpu:>7.3f} {cpu / cpu_floor:>13.1f} {cpu / cpu_one:>10.2f} {rss / 1024:>13.1f}"
+        )
+    rate, cpu_rate = in_process(args.compiles)
+    print(
+        f"in-process: {rate:,.0f} specs/s over {args.compiles} compiles ({1000 / rate:.2f} ms each); "
+        f"{cpu_rate:,.0f} per CPU second ({_load()})"
+    )
     for target in ("pytorchjob", "trainjob"):
-        rate = in_process(args.compiles, V2_EXAMPLE, target)
-        print(f"in-process, v2 spec -t {target}: {rate:,.0f} specs/s ({1000 / rate:.2f} ms each)")
+        rate, cpu_rate = in_process(args.compiles, V2_EXAMPLE, target)
+        print(f"in-process, v2 spec -t {target}: {rate:,.0f} specs/s ({1000 / rate:.2f} ms), {cpu_rate:,.0f}/CPU s")
     load, merged = extends_cost(args.compiles)
     print(
         f"in-process, load + validate one spec: {load * 1000:.3f} ms alone, {merged * 1000:.3f} ms extending "
@@ -193,18 +209,23 @@ def main() -> int:
     return 0
 
 
-def in_process(compiles: int, example: Path = EXAMPLE, target: str | None = None) -> float:
-    """Specs per second compiled and emitted in this process (``example`` for ``target``, over and over)."""
+def _load() -> str:
+    """The load averages, to say how busy the machine was."""
+    return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
+
+
+def in_process(compiles: int, example: Path = EXAMPLE, target: str | None = None) -> tuple[float, float]:
+    """Specs compiled and emitted in this process per second and per CPU second (``example`` for ``target``)."""
     from elastic_compile.compiler.output import stream_text
     from elastic_compile.compiler.pipeline import compile_text
 
     text = example.read_bytes()
     targets = None if target is None else (target,)
     stream_text([compile_text(text, "bench.yaml", targets)], "yaml")  # warm caches
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(compiles):
         stream_text([compile_text(text, "bench.yaml", targets)], "yaml")
-    return compiles / (time.perf_counter() - start)
+    return compiles / (time.perf_counter() - start), compiles / (time.process_time() - cpu)
 
 
 def extends_cost(loads: int) -> tuple[float, float]:
