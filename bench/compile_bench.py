@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import json
 import os
 import shutil
 import statistics
@@ -68,10 +69,10 @@ get_serializable(OrderedDict(), settings, train)
 IMPORT_FLOOR = "import yaml, jinja2.sandbox\nfrom pydantic import BaseModel"
 
 
-def timed(cmd: list[str]) -> tuple[float, int, float]:
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, float]:
     """Wall seconds, peak RSS (KiB) and CPU seconds (user + system) of one process run."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
@@ -133,9 +134,24 @@ def main() -> int:
     parser.add_argument("--compiles", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=500, help="specs in the one-invocation -o DIR case")
     parser.add_argument("--no-peer", action="store_true", help="skip the flytekit peer (needs the test extra)")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="another checkout (say `git archive main | tar -x -C DIR`) whose package is measured in the same run: "
+        "its one spec, its -o batch and its in-process rate, through this interpreter with PYTHONPATH=DIR",
+    )
+    parser.add_argument("--in-process-only", action="store_true", help=argparse.SUPPRESS)  # a baseline's child
     args = parser.parse_args()
+    if args.in_process_only:
+        print(json.dumps(in_process(args.compiles)))
+        return 0
 
     compileall.compile_dir(ROOT / "elastic_compile", quiet=1)
+    baseline_env = None
+    if args.baseline is not None:
+        compileall.compile_dir(args.baseline / "elastic_compile", quiet=1)
+        baseline_env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}
     work = Path(tempfile.mkdtemp(prefix="compile-bench-"))
     try:
         specs = batch_specs(work, args.batch)
@@ -151,7 +167,7 @@ def main() -> int:
             return [str(BIN / "elastic-compile"), "--root", str(work), "-o", str(out), str(teams)]
 
         ours = [str(BIN / "elastic-compile"), str(EXAMPLE)]
-        rows: list[tuple[str, object]] = [
+        rows: list[tuple[str, object] | tuple[str, object, dict[str, str] | None]] = [
             ("python -c pass", [sys.executable, "-c", "pass"]),
             ("import floor: yaml, jinja2, pydantic", [sys.executable, "-c", IMPORT_FLOOR]),
             ("elastic-compile --version", [str(BIN / "elastic-compile"), "--version"]),
@@ -162,14 +178,17 @@ def main() -> int:
             (f"elastic-compile -o DIR <{args.batch} specs>", batch),
             (f"... <{args.batch} specs, 3 shared bases, a DIR>", shared),
         ]
+        if baseline_env is not None:
+            rows.append(("baseline: ddp-2x8-gpu.yaml", ours, baseline_env))
+            rows.append((f"baseline: -o DIR <{args.batch} specs>", batch, baseline_env))
         if not args.no_peer:
             rows.append(("flytekit: define + serialize (peer)", [sys.executable, "-c", FLYTE_PEER]))
 
         # Interleaved runs: load from other work on the machine falls on every row alike.
-        results: dict[str, list[tuple[float, int, float]]] = {label: [] for label, _ in rows}
+        results: dict[str, list[tuple[float, int, float]]] = {row[0]: [] for row in rows}
         for attempt in range(args.runs + 1):
-            for label, cmd in rows:
-                result = timed(cmd() if callable(cmd) else cmd)  # type: ignore[arg-type]
+            for label, cmd, *env in rows:
+                result = timed(cmd() if callable(cmd) else cmd, *env)  # type: ignore[arg-type, operator]
                 if attempt:  # the first round warms the page cache
                     results[label].append(result)
     finally:
@@ -200,6 +219,11 @@ def main() -> int:
     for target in ("pytorchjob", "trainjob"):
         rate, cpu_rate = in_process(args.compiles, V2_EXAMPLE, target)
         print(f"in-process, v2 spec -t {target}: {rate:,.0f} specs/s ({1000 / rate:.2f} ms), {cpu_rate:,.0f}/CPU s")
+    if baseline_env is not None:
+        child = [sys.executable, __file__, "--in-process-only", "--compiles", str(args.compiles)]
+        reply = subprocess.run(child, env=baseline_env, check=True, capture_output=True, text=True).stdout
+        rate, cpu_rate = json.loads(reply)
+        print(f"baseline in-process: {rate:,.0f} specs/s ({1000 / rate:.2f} ms each); {cpu_rate:,.0f} per CPU second")
     load, merged = extends_cost(args.compiles)
     print(
         f"in-process, load + validate one spec: {load * 1000:.3f} ms alone, {merged * 1000:.3f} ms extending "
