@@ -33,3 +33,23 @@ def test_entrypoint_contract_is_stdlib_only() -> None:
     loaded = _modules_after("import elastic_compile.contract, elastic_compile.contract_values")
     assert "elastic_compile.contract_values" in loaded
     assert not {m.split(".")[0] for m in loaded} & {"jinja2", "pydantic", "yaml", *HEAVY}
+
+
+def test_commands_import_only_what_they_need() -> None:
+    """--version imports no library at all; schema prints the spec models' JSON Schema without Jinja."""
+    version = _modules_after(
+        "import io, contextlib\n"
+        "from elastic_compile.compiler.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    assert main(['--version']) == 0\n"
+        "assert out.getvalue().startswith('elastic-compile ')\n"
+    )
+    assert not {m.split(".")[0] for m in version} & {"jinja2", "pydantic", "yaml", *HEAVY}
+    schema = _modules_after(
+        "import io, contextlib\n"
+        "from elastic_compile.compiler.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['schema']) == 0\n"
+    )
+    assert "pydantic" in schema and "jinja2" not in schema

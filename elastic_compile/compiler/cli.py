@@ -3,6 +3,9 @@
 Exit codes: 0 ok, 1 ``--check`` found drift, 2 bad input (one located line per problem,
 no traceback unless ``--debug``), 3 an internal error (a bug: please report it).
 YAML goes to stdout, diagnostics to stderr, and nothing is half-written.
+
+A command imports only what it needs: ``--version`` nothing, ``schema`` the spec models
+(no Jinja), ``import`` and ``doctor`` their own modules; compiling imports the pipeline.
 """
 
 from __future__ import annotations
@@ -11,11 +14,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from elastic_compile import __version__, targets
-from elastic_compile.compiler import inputs, lint, output
-from elastic_compile.compiler.pipeline import ALL, Compiled, compile_path, resolver, unique_problems
-from elastic_compile.core.errors import CompileError, Problem, SpecError, printable
+from elastic_compile import __version__
+
+if TYPE_CHECKING:
+    from elastic_compile.core.errors import Problem
 
 EXIT_OK, EXIT_DRIFT, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -24,10 +28,16 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as one line and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        from elastic_compile.core.errors import Problem, SpecError
+
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", message)])
 
 
 def _parser() -> argparse.ArgumentParser:
+    from elastic_compile import targets
+    from elastic_compile.compiler import output
+    from elastic_compile.compiler.pipeline import ALL
+
     p = _Parser(
         prog="elastic-compile",
         description="Compile elastic.yaml into validated manifests: a Kubeflow PyTorchJob (v1) or TrainJob "
@@ -100,6 +110,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list == ["--version"]:  # what argparse would print, without importing the compiler
+        sys.stdout.write(f"elastic-compile {__version__}\n")
+        return EXIT_OK
+    from elastic_compile.core.errors import CompileError, SpecError
+
     debug = "--debug" in args_list
     # Manifests are UTF-8 whatever the locale: in LC_ALL=C a non-ASCII label must not crash.
     for stream in (sys.stdout, sys.stderr):
@@ -128,15 +143,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"elastic-compile: error: {e}", file=sys.stderr)
         return EXIT_INPUT
-    except output.WriteError as e:
-        if debug:
-            raise
-        for line in e.lines:
-            print(f"elastic-compile: error: {line}", file=sys.stderr)
-        return EXIT_INPUT
     except Exception as e:
         if debug:
             raise
+        output = sys.modules.get("elastic_compile.compiler.output")  # a WriteError comes from there only
+        if output is not None and isinstance(e, output.WriteError):
+            for line in e.lines:
+                print(f"elastic-compile: error: {line}", file=sys.stderr)
+            return EXIT_INPUT
         print(
             f"elastic-compile: internal error: {type(e).__name__}: {e} (rerun with --debug and report it)",
             file=sys.stderr,
@@ -163,6 +177,7 @@ def _schema(argv: Sequence[str]) -> int:
 
 def _import(argv: Sequence[str]) -> int:
     from elastic_compile.compiler import adopt
+    from elastic_compile.core.errors import Problem, SpecError, printable
 
     words = list(argv)
     command: list[str] | None = None
@@ -216,6 +231,7 @@ def _import(argv: Sequence[str]) -> int:
 
 def _doctor(argv: Sequence[str]) -> int:
     from elastic_compile.compiler import doctor
+    from elastic_compile.core.errors import SpecError, printable
 
     p = _Parser(
         prog="elastic-compile doctor",
@@ -245,6 +261,10 @@ def _doctor(argv: Sequence[str]) -> int:
 
 
 def _compile(ns: argparse.Namespace) -> int:
+    from elastic_compile.compiler import inputs, lint, output
+    from elastic_compile.compiler.pipeline import Compiled, compile_path, resolver, unique_problems
+    from elastic_compile.core.errors import Problem, SpecError
+
     if ns.output is not None and ns.check:
         # With -o, --check compares with DIR and takes no FILE: in `-o DIR --check spec.yaml`
         # the word after --check is a spec (argparse's optional value took it).
