@@ -141,7 +141,7 @@ def to_tree(value: Any) -> Any:
 
 # --------------------------------------------------------------------------- value pools
 
-# Unquoted, YAML 1.1 readers give these another meaning than the text (tooling.md §4);
+# Unquoted, YAML 1.1 readers give these another meaning than the text (https://yaml.org/type/);
 # YAML 1.2 readers give some of them yet another.
 LOOKALIKES = [
     "on", "off", "On", "OFF", "yes", "no", "Yes", "NO", "y", "n", "Y", "N", "1:30", "2:00:00", "0:30", "0755",

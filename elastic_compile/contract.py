@@ -11,7 +11,8 @@ from typing import Final
 
 # The Kubeflow training operator only treats a container named ``pytorch`` as the
 # training container: the webhook rejects jobs without one, and ExitCode restarts and
-# the rendezvous port look only at it (kubeflow-pytorchjob.md §3, §5, §6).
+# the rendezvous port look only at it (training-operator v1.9.4: pkg/webhooks/pytorch/pytorchjob_webhook.go,
+# pkg/apis/kubeflow.org/v1/pytorch_defaults.go, pkg/controller.v1/common/pod.go).
 TRAINING_CONTAINER: Final = "pytorch"
 
 # Operator default port for the rendezvous (``pytorchjob-port``). The operator appends
@@ -19,7 +20,7 @@ TRAINING_CONTAINER: Final = "pytorch"
 OPERATOR_PORT_NAME: Final = "pytorchjob-port"
 OPERATOR_DEFAULT_PORT: Final = 23456
 
-# Labels the operator puts on every pod it creates (kubeflow-pytorchjob.md §5).
+# Labels the operator puts on every pod it creates (training-operator v1.9.4: pkg/apis/kubeflow.org/v1/common_types.go).
 LABEL_JOB_NAME: Final = "training.kubeflow.org/job-name"
 LABEL_REPLICA_TYPE: Final = "training.kubeflow.org/replica-type"
 LABEL_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
@@ -37,7 +38,8 @@ DOWNWARD_ENV: Final[tuple[tuple[str, str], ...]] = (
     (ENV_JOB_NAME, f"metadata.labels['{LABEL_JOB_NAME}']"),
 )
 
-# What the operator injects (kubeflow-pytorchjob.md §4). elastic-launch reads them.
+# What the operator injects (training-operator v1.9.4: pkg/controller.v1/pytorch/envvar.go, elastic.go).
+# elastic-launch reads them.
 PET_NNODES: Final = "PET_NNODES"
 PET_NPROC_PER_NODE: Final = "PET_NPROC_PER_NODE"
 PET_RDZV_ENDPOINT: Final = "PET_RDZV_ENDPOINT"
@@ -48,7 +50,8 @@ PET_RDZV_CONF: Final = "PET_RDZV_CONF"
 
 # Kubeflow Trainer v2 (TrainJob): its torch plugin injects these five into the container
 # `node`, after trainer.env (so `$(VAR)` of them expands in command/args only, never in env),
-# and its webhook rejects them in trainer.env (kubeflow-trainer-v2.md §4, §5). PET_NNODES is
+# and its webhook rejects them in trainer.env (Trainer v2.3.0: pkg/runtime/framework/plugins/torch/torch.go,
+# pkg/constants/constants.go). PET_NNODES is
 # a plain integer; there is no PET_RDZV_*.
 PET_NODE_RANK: Final = "PET_NODE_RANK"
 PET_MASTER_ADDR: Final = "PET_MASTER_ADDR"
@@ -83,7 +86,8 @@ OPERATOR_ENV_NAMES: Final = frozenset({"PYTHONUNBUFFERED"})
 OPERATOR_ENV_PREFIX: Final = "PET_"
 # Set by torch elastic for every worker process, replacing whatever the container had. The
 # operator sets MASTER_*, WORLD_SIZE and RANK only in layouts with a Master replica, which we
-# never emit (kubeflow-pytorchjob.md §4), so a user value on the training container is dead.
+# never emit (training-operator v1.9.4: pkg/controller.v1/pytorch/master.go), so a user value on the training
+# container is dead.
 WORKER_ENV_NAMES: Final = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
      "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE"}
@@ -91,7 +95,7 @@ WORKER_ENV_NAMES: Final = frozenset(
 LAUNCHER_ENV_PREFIX: Final = "ELASTIC_LAUNCH_"
 
 # torch shares the rank-0 agent's TCPStore across restarts by default, which breaks
-# restarts and scale-up (torch-elastic.md §7). elastic-launch sets this to "1" unless the
+# restarts and scale-up (pytorch#135712). elastic-launch sets this to "1" unless the
 # user's environment already has a value.
 ENV_DISABLE_SHARED_STORE: Final = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
@@ -154,7 +158,7 @@ BUNDLE_FILE: Final = "elastic-launch.py"
 BUNDLE_PATH: Final = f"{BUNDLE_MOUNT}/{BUNDLE_FILE}"
 
 # Exit codes. The operator's ExitCode restart policy treats 1-127 as permanent and
-# 128-255 as retryable (kubeflow-pytorchjob.md §6).
+# 128-255 as retryable (training-operator v1.9.4: pkg/util/train/train_util.go IsRetryableExitCode).
 # elastic-launch maps every outcome onto that split:
 EXIT_USER_FAILURE: Final = 1  # a worker raised or exited 1-127 (its own code is kept when in range)
 EXIT_USAGE: Final = 2  # bad options or environment: permanent, nothing ran

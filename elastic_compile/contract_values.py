@@ -194,7 +194,8 @@ def split_endpoint(text: str, default_port: int) -> tuple[str, int]:
 
 # --------------------------------------------------------------------------- rendezvous configuration
 
-#: The timeouts c10d and etcd-v2 read (torch-elastic.md §3). The schema gives each its own
+#: The timeouts c10d and etcd-v2 read (torch: torch/distributed/elastic/rendezvous/dynamic_rendezvous.py). The schema
+#: gives each its own
 #: field; the launcher also accepts them as rendezvous keys.
 TIMEOUT_KEYS: Final = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout", "read_timeout")
 #: Keys torch's documentation suggests but c10d never reads (measured): accepting them

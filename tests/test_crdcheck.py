@@ -295,7 +295,7 @@ def test_mutation_is_reported(
 
 def test_schema_gaps_are_left_to_the_spec_model(check_manifest: Checker) -> None:
     """The CRD has no enums and no cross-field rules: these pass here, so the pydantic
-    spec must reject them (kubeflow-pytorchjob.md §3 "Not validated")."""
+    spec must reject them (nor does the webhook, pkg/webhooks/pytorch/pytorchjob_webhook.go)."""
     job = valid_job()
     worker(job)["restartPolicy"] = "Sometimes"
     spec(job)["runPolicy"] = {"cleanPodPolicy": "Nope"}

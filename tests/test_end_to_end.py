@@ -2,7 +2,7 @@
 
 The manifest is compiled from examples/cpu-ddp.yaml; each pod's command and environment come
 from ``elastic_compile.localrun.kubeflow`` (what the training operator v1.9.4 injects:
-kubeflow-pytorchjob.md §4); only the rendezvous host and the pod IPs become 127.0.0.1.
+pkg/controller.v1/pytorch/envvar.go, elastic.go); only the rendezvous host and the pod IPs become 127.0.0.1.
 Each pod is a separate process group, as separate pods would be.
 """
 

@@ -1,6 +1,6 @@
 """The error catalogue: ``tests/errors/<case>.yaml`` and the exact stderr it must produce.
 
-Error text is product surface (STYLE.md): each ``<case>.stderr`` holds what
+Error text is product surface: each ``<case>.stderr`` holds what
 ``elastic-compile tests/errors/<case>.yaml`` prints, run from the repository root. After an
 intended change to a message, regenerate and review the diff:
 

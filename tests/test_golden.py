@@ -310,7 +310,7 @@ def _operator_owned(name: str) -> bool:
 
 @pytest.mark.parametrize("case", CASES)
 def test_golden_files_follow_the_operator_rules(case: str) -> None:
-    """The reviewed rules of kubeflow-pytorchjob.md §4, §7 and §9, on the frozen files."""
+    """The operator rules the plan follows (env injection, its traps, our layout), on the frozen files."""
     spec = validate(load_file(GOLDEN / case / SPEC))  # not yaml.safe_load: it reads 1:4 as 64
     job = yaml.safe_load(expected_text(case, "pytorchjob.yaml"))
     podtemplate = yaml.safe_load(expected_text(case, "podtemplate.yaml"))

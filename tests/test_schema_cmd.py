@@ -147,7 +147,7 @@ def test_example_modelines_point_at_the_committed_schema(path: Path) -> None:
 
 
 def test_dollar_schema_key_is_accepted(validator: Any) -> None:
-    """A top-level ``$schema:`` key (tooling.md §7, source 3) passes both the schema and the compiler."""
+    """A top-level ``$schema:`` key (yaml-language-server reads it) passes both the schema and the compiler."""
     text = "$schema: ../elastic.schema.json\n" + MINIMAL
     assert _errors(validator, load_text(text, "<test>").data) == []
     compile_text(text)

@@ -5,7 +5,8 @@ key only when its OpenAPI schema names that key. It knows Kubernetes' built-in k
 not the PyTorchJob CRD, so a patch that touches
 ``spec.pytorchReplicaSpecs.Worker.template.spec.containers`` silently *replaces* the whole
 list: sidecars vanish and the ``pytorch`` container loses its command, args, env and
-mounts (tooling.md §2; ``tests/kustomize/test_kustomize_overlays.py`` shows it).
+mounts (https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/openapi/;
+``tests/kustomize/test_kustomize_overlays.py`` shows it).
 
 The kustomization's ``openapi: {path: openapi.json}`` fixes that, but the file then
 *replaces* kustomize's built-in schema for every kind in the whole build, the overlay's

@@ -490,8 +490,8 @@ def _backoff_limit(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
     if limit is None or policy in ("OnFailure", "Always"):
         return
     if policy == "ExitCode":
-        # kubeflow-pytorchjob.md §6: a retryable exit deletes the pod and creates a new one
-        # whose restartCount is 0, so the sum the limit compares never grows (#2045).
+        # A retryable exit deletes the pod and creates a new one whose restartCount is 0, so the
+        # sum the limit compares never grows (training-operator v1.9.4 pkg/core/job.go, #2045).
         message = (
             f"backoff_limit {limit} with restart_policy ExitCode bounds nothing: a pod that exits 128 or more is "
             "deleted and created again with a restart count of 0, so a pod the OOM killer stops every time (137) "

@@ -1,7 +1,6 @@
 """Offline structural validation of the manifests we emit.
 
-Three layers, each catching what the others cannot (reference: tooling.md §1 and §3,
-kubeflow-pytorchjob.md §3 and §7):
+Three layers, each catching what the others cannot:
 
 * :class:`CrdValidator` checks a custom resource against its CRD's ``openAPIV3Schema``,
   converted to JSON Schema 2020-12: the upstream CRD from ``$ELASTIC_COMPILE_CRDS``, or
@@ -61,7 +60,7 @@ CRDS_ENV: Final = "ELASTIC_COMPILE_CRDS"
 PYTORCHJOB_CRD: Final = "kubeflow.org_pytorchjobs.yaml"
 #: The compact schema shipped in the package, used when the upstream CRD is not at hand.
 PYTORCHJOB_COMPACT: Final = "pytorchjobs.kubeflow.org.json"
-# Kubeflow Trainer v2.3.0 (kubeflow-trainer-v2.md §10): kind -> (upstream CRD file, compact schema).
+# Kubeflow Trainer v2.3.0 (manifests/base/crds/): kind -> (upstream CRD file, compact schema).
 TRAINER_CRDS: Final = {
     "TrainJob": ("trainer.kubeflow.org_trainjobs.yaml", "trainjobs.trainer.kubeflow.org.json"),
     "TrainingRuntime": ("trainer.kubeflow.org_trainingruntimes.yaml", "trainingruntimes.trainer.kubeflow.org.json"),
@@ -72,7 +71,7 @@ TRAINER_CRDS: Final = {
 }
 
 # The cluster version we validate core kinds against. kubernetes-validate bundles
-# 1.25-1.37; when a future release drops 1.33 we fall back to its newest (tooling.md §1).
+# 1.25-1.37; when a future release drops 1.33 we fall back to its newest.
 CORE_KUBERNETES_VERSION: Final = "1.33"
 
 # apimachinery IsDNS1035Label: the PyTorchJob webhook applies it to metadata.name, and
@@ -82,7 +81,7 @@ _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 # The API server's quantity grammar (the same pattern the PyTorchJob CRD carries).
 # kubernetes-validate types Quantity as plain string|number, so without it "64Gx" in a
-# PodTemplate would pass (tooling.md §1).
+# PodTemplate would pass.
 _QUANTITY_PATTERN: Final = QUANTITY_PATTERN
 
 # RFC 3339 as the API server parses metav1.Time; only status fields use it in our CRDs.
@@ -149,8 +148,8 @@ def _convert(node: Mapping[str, Any], *, strict: bool, structural: bool, path: s
         if key in ("description", "example", "externalDocs", "nullable"):
             continue
         if key == "x-kubernetes-validations":
-            # CEL is not evaluated here (no Kubernetes CEL library in Python, tooling.md
-            # §3). Transition rules (oldSelf) never apply on create; any other rule is
+            # CEL is not evaluated here (no Kubernetes CEL library in Python). Transition rules (oldSelf) never apply
+            # on create; any other rule is
             # recorded so callers can see what went unchecked.
             for rule in value:
                 text = str(rule.get("rule", ""))

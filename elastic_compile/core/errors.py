@@ -1,7 +1,7 @@
 """The one user-facing error type: located problems, all reported in one run.
 
-Every message has the shape ``file:line:col: field.path: what is wrong (given: X)``
-(STYLE.md, "Loading and errors"); error text is product surface and is pinned by the
+Every message has the shape ``file:line:col: field.path: what is wrong (given: X)``;
+error text is product surface and is pinned by the
 catalogue in ``tests/errors/``.
 """
 

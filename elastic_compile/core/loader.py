@@ -2,7 +2,7 @@
 
 PyYAML's ``safe_load`` reads YAML 1.1: an unquoted ``nnodes: 1:4`` becomes the base-60
 integer 64, ``on`` becomes ``True`` and ``0755`` becomes 493, and a duplicate key
-silently wins (tooling.md §4). We therefore compose the node tree ourselves with a
+silently wins (https://yaml.org/type/). We therefore compose the node tree ourselves with a
 YAML 1.2 core-schema resolver and construct values from it:
 
 * plain scalars resolve as YAML 1.2 core (``true``/``false``, decimal/``0o``/``0x``

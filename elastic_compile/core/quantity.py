@@ -2,7 +2,8 @@
 
 We do not depend on the ``kubernetes`` package for this: importing it costs ~0.4 s and
 its ``parse_quantity`` is looser than the API server (it accepts ``1K``, ``NaN`` and
-``1_000``; tooling.md §5). The regex below is the one the CRD and the API server use.
+``1_000``; kubernetes/utils/quantity.py). The regex below is the one the CRD and the API server
+use (k8s.io/apimachinery/pkg/api/resource/quantity.go).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if threading.current_thread() is not threading.main_thread():
         # torch installs its signal handlers only on the main thread; elsewhere a SIGTERM
-        # leaves the workers orphaned (torch-elastic.md §10).
+        # leaves the workers orphaned (torch/distributed/elastic/multiprocessing/api.py, PContext.start).
         return report.usage_error("elastic-launch must run on the main thread")
 
     try:

@@ -67,7 +67,7 @@ def apply_environment(settings: LaunchSettings, nproc: int, environ: MutableMapp
     """
     notes: list[str] = []
     # Without it the rank-0 agent's TCPStore is shared across attempts and restarts and
-    # scale-up fail (pytorch#135712; torch-elastic.md §7: 4/12 vs 6/6 restarts succeeded).
+    # scale-up fail (pytorch#135712; measured: 4/12 vs 6/6 restarts succeeded, docs/elastic-launch.md).
     # Read by the rendezvous handler when elastic_launch creates it, so set it before.
     user_value = environ.get(c.ENV_DISABLE_SHARED_STORE)
     if user_value is None:
@@ -75,7 +75,7 @@ def apply_environment(settings: LaunchSettings, nproc: int, environ: MutableMapp
         notes.append(f"{c.ENV_DISABLE_SHARED_STORE}=1: each attempt gets its own store (restarts, scale-up)")
     else:
         notes.append(f"{c.ENV_DISABLE_SHARED_STORE}={user_value} kept from the environment")
-    # torchrun does this, elastic_launch does not (torch-elastic.md §1): N workers each
+    # torchrun does this, elastic_launch does not (torch/distributed/run.py): N workers each
     # starting one OpenMP thread per CPU oversubscribe the container N times.
     if nproc > 1 and "OMP_NUM_THREADS" not in environ:
         environ["OMP_NUM_THREADS"] = "1"
@@ -87,7 +87,7 @@ def build_launch_config(settings: LaunchSettings, nproc: int) -> LaunchConfig:
     """The ``LaunchConfig``, every field that matters set explicitly.
 
     LaunchConfig's defaults (etcd, 3 restarts, 0.1 s polling) are torchrun's opposites
-    (torch-elastic.md §1), so none of them is left to chance.
+    (torch/distributed/launcher/api.py), so none of them is left to chance.
     """
     return LaunchConfig(
         min_nodes=settings.min_nodes,
@@ -127,7 +127,7 @@ def install_signal_handlers() -> None:
     """Turn termination signals into ``SignalException`` from the start.
 
     torch installs the same handlers, but only when it starts the workers (PContext.start,
-    torch-elastic.md §10): a SIGTERM during the rendezvous would otherwise kill the agent
+    torch/distributed/elastic/multiprocessing/api.py): a SIGTERM during the rendezvous would otherwise kill the agent
     with the default action instead of ending in our 128+N exit code and report.
     """
     for name in SIGNALS_TO_HANDLE.split(","):
@@ -172,7 +172,7 @@ def classify(exc: BaseException, settings: LaunchSettings) -> Outcome:
             f"for any still running after {settings.shutdown_timeout}s)",
         )
     if isinstance(exc, RendezvousTimeoutError):
-        # torch raises it with an empty message (torch-elastic.md §10): say what timed out.
+        # torch raises it with an empty message (dynamic_rendezvous.py): say what timed out.
         return Outcome(
             c.EXIT_RENDEZVOUS_TIMEOUT,
             f"rendezvous timeout: fewer than {settings.min_nodes} node(s) joined within "
@@ -288,7 +288,7 @@ def run_launch(settings: LaunchSettings) -> int:
     """Resolve the worker count, prepare the environment, launch, report; returns the exit code.
 
     Must run on the main thread: torch installs signal handlers there, and without them
-    a SIGTERM orphans the workers (torch-elastic.md §10).
+    a SIGTERM orphans the workers (torch/distributed/elastic/multiprocessing/api.py).
     """
     too_old = torch_too_old()
     if too_old is not None:  # permanent: a retry runs the same image

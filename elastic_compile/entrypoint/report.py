@@ -72,7 +72,8 @@ def worker_exit_code(exitcode: int) -> int:
 
 
 def exit_code_meaning(code: int) -> str:
-    """What the Kubeflow operator's ExitCode restart policy makes of ``code`` (§6)."""
+    """What the Kubeflow operator's ExitCode restart policy makes of ``code`` (training-operator v1.9.4
+    IsRetryableExitCode)."""
     if code == 0:
         return "success"
     return "retryable" if code >= 128 else "permanent"
@@ -92,7 +93,7 @@ def worker_failure(
 
     ``message`` is what torch read from the worker's error file (a dict written by
     ``@record``: ``{"message": "Type: text", "extraInfo": {"py_callstack": ...}}``) or a
-    plain string when there was no error file (torch-elastic.md §9).
+    plain string when there was no error file (torch/distributed/elastic/multiprocessing/errors/__init__.py).
     """
     code = worker_exit_code(exitcode)
     via_shell = shell_signal(exitcode)

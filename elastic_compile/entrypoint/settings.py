@@ -49,21 +49,22 @@ START_METHODS: Final = ("spawn", "fork", "forkserver")
 
 # ``static`` is left out on purpose: it needs a node rank (``rdzv_configs["rank"]``) that the
 # operator only injects for non-elastic Master jobs, and it shares one TCPStore across
-# restarts (torch-elastic.md §3, §7). Port defaults are the backends' own (§3).
+# restarts (torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py; pytorch#135712). Port
+# defaults are the backends' own (c10d_rendezvous_backend.py, etcd_rendezvous_backend.py).
 BACKEND_DEFAULT_PORTS: Final[Mapping[str, int]] = {"c10d": 29400, "etcd-v2": 2379, "etcd": 2379}
 
 DEFAULT_BACKEND: Final = "c10d"
 # c10d with port 0 lets the OS pick the store port: only one node can know it, so this
 # default applies only when max_nodes == 1 (flytekit and torchx do the same).
 LOCAL_ENDPOINT: Final = "localhost:0"
-DEFAULT_MAX_RESTARTS: Final = 0  # LaunchConfig's own default is 3 (torch-elastic.md §1)
-DEFAULT_START_METHOD: Final = "spawn"  # safe with CUDA and threads; fork is faster (§8, §11)
+DEFAULT_MAX_RESTARTS: Final = 0  # LaunchConfig's own default is 3 (torch/distributed/launcher/api.py)
+DEFAULT_START_METHOD: Final = "spawn"  # safe with CUDA and threads; fork is faster
 # Agent poll period, i.e. how long a failure or a waiting node goes unnoticed. torch's 0.1 s
 # polls the store ten times a second per node; 5 s is cheap and fast enough for training.
 DEFAULT_MONITOR_INTERVAL: Final = 5.0
 DEFAULT_SHUTDOWN_TIMEOUT: Final = 30  # SIGTERM -> SIGKILL grace, as torch's default
 
-# The rendezvous timeouts c10d and etcd-v2 actually read (torch-elastic.md §3), with the
+# The rendezvous timeouts c10d and etcd-v2 actually read (dynamic_rendezvous.py create_handler), with the
 # option that sets each and our default. join_timeout is 900 s rather than torch's 600 s:
 # the first pod may wait for the last one's image pull and scheduling (flytekit uses 900
 # for the same reason).
@@ -536,7 +537,8 @@ def _resolve_master(r: _Resolver, backend: str, min_nodes: int, max_nodes: int) 
 
     The torch plugin of Kubeflow Trainer v2 injects PET_NNODES (a plain integer),
     PET_NODE_RANK (the pod's completion index), PET_MASTER_ADDR (``<trainjob>-node-0-0.
-    <trainjob>``) and PET_MASTER_PORT, and no PET_RDZV_* (kubeflow-trainer-v2.md §4). torchrun
+    <trainjob>``) and PET_MASTER_PORT, and no PET_RDZV_* (Trainer v2.3.0
+    pkg/runtime/framework/plugins/torch/torch.go). torchrun
     would use its static backend there; we run c10d at the master address with min == max,
     so that a failed worker restarts the group in place, max_restarts times.
     """
@@ -586,7 +588,7 @@ def _resolve_run_id(r: _Resolver, max_nodes: int) -> str:
         namespace = r.env_value(c.ENV_NAMESPACE)
         if job:
             # Identical on every pod of the job, unlike torch's per-process uuid fallback
-            # (torch-elastic.md §4).
+            # (torch/distributed/launcher/api.py, LaunchConfig.run_id).
             how = f"env {c.ENV_NAMESPACE}.{c.ENV_JOB_NAME}" if namespace else f"env {c.ENV_JOB_NAME}"
             run_id = r.default("run_id", f"{namespace}.{job}" if namespace else job, how)
         elif max_nodes == 1:
@@ -634,7 +636,7 @@ def _derive_is_host(r: _Resolver, endpoint: str, conf: dict[str, object], backen
     """Make this pod the c10d store host when the endpoint names it.
 
     torch's own heuristic compares the endpoint with the hostname and, when hosting fails,
-    quietly becomes a client (torch-elastic.md §4); naming the pod explicitly makes hosting
+    quietly becomes a client (c10d_rendezvous_backend.py _create_tcp_store); naming the pod explicitly makes hosting
     deterministic. Never sets ``False``: that would stop torch's heuristic elsewhere.
 
     A loopback pod IP identifies nothing: "pods" run on one machine (``elastic-compile run``,

@@ -2,7 +2,7 @@
 
 ``elastic_launch`` hands its entrypoint to ``multiprocessing``, which pickles functions by
 reference (module + qualified name) under ``spawn`` and ``forkserver``
-(torch-elastic.md §8). The user's target is therefore passed as a string and resolved here,
+(torch/distributed/elastic/multiprocessing/api.py). The user's target is therefore passed as a string and resolved here,
 in the worker, by a module-level function that always pickles.
 """
 
@@ -30,7 +30,8 @@ def call_function(target: str, *args: str) -> Any:
 
     The call runs under torch's ``record`` so that an exception writes its message and
     traceback to ``$TORCHELASTIC_ERROR_FILE``, where the agent reads the root cause
-    (torch-elastic.md §9). torch's worker wrapper applies ``record`` as well today; doing
+    (torch/distributed/elastic/multiprocessing/errors/__init__.py). torch's worker wrapper applies ``record`` as well
+    today; doing
     it here keeps the report from depending on that private detail.
     """
     # Imported in the worker, so that importing this module (the agent does) stays light.

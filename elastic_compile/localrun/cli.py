@@ -15,7 +15,8 @@ cluster (the rendezvous host, pod IPs, the master address) become 127.0.0.1. Con
 volumes in the input (``launcher: bundled``'s) are mounted read-only; ``--python`` stands in
 for the image's interpreter (:func:`~.process.use_image_python`). A TrainJob
 plays out by Trainer v2's and JobSet's rules (:mod:`.trainer`); a PyTorchJob by the
-operator's (kubeflow-pytorchjob.md §6):
+operator's (training-operator v1.9.4: pkg/controller.v1/pytorch/pytorchjob_controller.go,
+pkg/controller.v1/common/pod.go, pkg/core/job.go):
 
 * success: with a Master when it succeeds; elastic Worker-only when ANY worker succeeds;
   otherwise when every worker has; the others get :data:`EXIT_BARRIER_GRACE` seconds to

@@ -82,7 +82,7 @@ class EngineRules(Protocol):
 _OPERATOR_ENV_SHOWN: Final = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
 # After the job succeeded, the pods still running get this long to exit on their own
 # before cleanPodPolicy applies. An elastic pod exits 0 only after its exit barrier,
-# which every agent passes together (torch-elastic.md §10), so the others are normally
+# which every agent passes together (torch/distributed/elastic/agent/server/api.py), so the others are normally
 # a few milliseconds behind; on a cluster the kubelet and the operator take seconds to
 # notice the success anyway.
 EXIT_BARRIER_GRACE: Final = 10.0
@@ -241,7 +241,8 @@ class Job:
             reason = self.rules.success(self.pods, pod)
             return None if reason is None else Outcome("Succeeded", EXIT_OK, reason)
         if policy in ("OnFailure", "Always"):
-            # The kubelet restarts the container in place; the operator counts it (§6).
+            # The kubelet restarts the container in place; the operator counts it (training-operator v1.9.4
+            # pkg/core/job.go).
             pod.restarts += 1
             total = sum(p.restarts for p in self.pods)
             if self.rules.past_backoff_limit(total):

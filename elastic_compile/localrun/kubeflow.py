@@ -2,8 +2,10 @@
 
 Given a PyTorchJob document (ours, or a kustomize overlay of it), this computes for each
 pod its name, labels, command and exact environment: the container's own env (with the
-downward API resolved) followed by what the operator appends (kubeflow-pytorchjob.md §2,
-§4), and the rules by which the operator restarts, succeeds and fails the job (§6). It is
+downward API resolved) followed by what the operator appends (training-operator v1.9.4:
+pkg/apis/kubeflow.org/v1/pytorch_defaults.go, pkg/controller.v1/pytorch/envvar.go and elastic.go),
+and the rules by which the operator restarts, succeeds and fails the job (pytorchjob_controller.go,
+pkg/controller.v1/common/pod.go, pkg/core/job.go). It is
 what ``elastic-compile run`` starts locally, and what the end-to-end test uses to prove
 that compiler and entrypoint agree. Only the rendezvous host and the pod IPs are mapped to
 this machine.
@@ -50,7 +52,7 @@ def _container(template: Mapping[str, Any]) -> Mapping[str, Any]:
             return dict(c)
     if not containers:
         raise ManifestError("the pod template has no containers")
-    return dict(containers[0])  # the operator falls back to container 0 for its port (§2)
+    return dict(containers[0])  # the operator falls back to container 0 for its port (pytorch_defaults.go)
 
 
 def _rdzv_port(policy: Mapping[str, Any], container: Mapping[str, Any]) -> int:
@@ -101,7 +103,7 @@ def operator_env(job: Mapping[str, Any], replica_type: str, index: int) -> dict[
     if policy.get("rdzvConf") is not None:
         env[contract.PET_RDZV_CONF] = ",".join(f"{kv['key']}={kv['value']}" for kv in policy["rdzvConf"])
     if policy.get("standalone"):
-        # The operator's broken rendering (§7): torchrun's int("") then fails on it.
+        # The operator's broken rendering (elastic.go): torchrun's int("") then fails on it.
         env["PET_STANDALONE"] = ""
     return env
 
@@ -147,7 +149,7 @@ def pods(
                 contract.LABEL_REPLICA_TYPE: replica_type.lower(),
                 contract.LABEL_REPLICA_INDEX: str(index),
             })  # fmt: skip
-            if index == 0 and replica_type == lead:  # §5: master-0, or worker-0 without a Master
+            if index == 0 and replica_type == lead:  # job-role: master-0, or worker-0 without a Master
                 labels["training.kubeflow.org/job-role"] = "master"
             facts = {
                 "name": pod_name, "namespace": namespace, "ip": LOCAL_IP, "labels": labels,
@@ -279,7 +281,7 @@ def fit_job(
         if policy is not None:
             lo, hi = policy.get("minReplicas"), policy.get("maxReplicas")
             lo, hi = (lo if lo is not None else hi), (hi if hi is not None else lo)
-            if lo is None:  # the operator's default (§2), from the manifest as written
+            if lo is None:  # the operator's default (pytorch_defaults.go), from the manifest as written
                 lo = hi = old
             if not int(lo) <= opts.nodes <= int(hi):
                 raise RunError(f"--nodes {opts.nodes}: outside the job's elasticPolicy range {lo}..{hi}")
@@ -407,7 +409,7 @@ def build_pods(
 
 @dataclass(frozen=True)
 class Rules:
-    """The operator's rules for this job (kubeflow-pytorchjob.md §2, §6)."""
+    """The operator's rules for this job (pytorch_defaults.go, pytorchjob_controller.go)."""
 
     name: str
     elastic: bool
@@ -436,7 +438,7 @@ class Rules:
             has_master="Master" in replicas,
             min_nodes=lo,
             backoff_limit=None if run_policy.get("backoffLimit") is None else int(run_policy["backoffLimit"]),
-            # The operator's default is None (§2); the compiler writes Running.
+            # The operator's default is None (pytorch_defaults.go); the compiler writes Running.
             clean_pod_policy=str(run_policy.get("cleanPodPolicy") or "None"),
             active_deadline=None if deadline is None else float(deadline),
         )

@@ -39,7 +39,8 @@ EXIT_SIGNAL_BASE: Final = 128  # 130 Ctrl-C, 143 SIGTERM, and a pod killed by si
 # Every process of a local pod carries this variable (inherited through fork and exec), so
 # that stopping a pod reaches all of them, as the container runtime reaches every process
 # of a container through its cgroup. torch starts script-mode workers in sessions of their
-# own (torch-elastic.md §8): signalling the pod's process group alone would orphan them.
+# own (torch/distributed/elastic/multiprocessing/subprocess_handler): signalling the pod's process group alone would
+# orphan them.
 MARKER_ENV: Final = "ELASTIC_COMPILE_RUN_POD"
 
 # The environment a container image would bring (PATH, HOME, locale, Python's), taken

@@ -2,7 +2,8 @@
 
 Given a TrainJob (and our TrainingRuntime when the stream has one; the stock
 ``torch-distributed`` runtime is built in), this computes what Trainer and JobSet would
-run (kubeflow-trainer-v2.md §2-§4):
+run (Trainer v2.3.0: pkg/apis/trainer/v1alpha1/trainjob_types.go, the JobSet and torch plugins
+in pkg/runtime/framework/plugins/):
 
 * the runtime's JobSet template, with the TrainJob's ``runtimePatches`` strategic-merged
   onto it in list order, then the ``trainer`` fields applied to the container ``node`` of
@@ -47,7 +48,8 @@ DEFAULT_BACKOFF_LIMIT: Final = 6
 DEFAULT_RESTART_POLICY: Final = "OnFailure"
 JOB_RESTART_POLICIES: Final = ("OnFailure", "Never")
 
-# The stock torch-distributed ClusterTrainingRuntime of v2.3.0 (§3), for a TrainJob that
+# The stock torch-distributed ClusterTrainingRuntime of v2.3.0 (manifests/base/runtimes/torch_distributed.yaml), for a
+# TrainJob that
 # references it: only its shape matters here (the image is always the trainer's).
 STOCK_RUNTIME: Final = {
     "apiVersion": api.API_VERSION,
@@ -133,7 +135,8 @@ def _trainer_job(jobset: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def jobset_of(job: Mapping[str, Any], runtime: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The JobSet spec Trainer builds: the runtime, then each runtimePatch in order, then the trainer (§2.4, §4)."""
+    """The JobSet spec Trainer builds: the runtime, then each runtimePatch in order, then the trainer (jobset.go,
+    torch.go)."""
     source = _runtime_for(job, runtime)
     jobset: dict[str, Any] = copy.deepcopy(source["spec"]["template"]["spec"])
     for patch in job["spec"].get("runtimePatches") or []:
@@ -363,7 +366,7 @@ def build_pods(
 
 @dataclass(frozen=True)
 class Rules:
-    """JobSet's and the Job controller's rules for the trainer job (§4, Kubernetes batch/v1)."""
+    """JobSet's and the Job controller's rules for the trainer job (torch.go, Kubernetes batch/v1)."""
 
     name: str
     backoff_limit: int

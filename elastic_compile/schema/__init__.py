@@ -15,7 +15,7 @@ def json_schema() -> dict[str, Any]:
     plain string fields also accept numbers (the loader keeps the text a number was
     written as, so ``[--lr, 1e-4]`` is a valid argv), and optional fields drop their
     ``null`` branch (``anyOf [X, null]`` makes editors report "not valid under any of the
-    given schemas" for any error inside X; tooling.md §7).
+    given schemas" for any error inside X, as yaml-language-server does).
     """
     schema: dict[str, Any] = _adjust(ElasticSpec.model_json_schema(by_alias=True))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

@@ -373,7 +373,7 @@ class Resources(_Section):
 
 
 class Rendezvous(_Section):
-    """torch elastic rendezvous. Timeouts use the c10d keys torch really reads (torch-elastic.md §3)."""
+    """torch elastic rendezvous. Timeouts use the c10d keys torch really reads (dynamic_rendezvous.py)."""
 
     backend: Literal["c10d", "etcd", "etcd-v2"] = Field(
         "c10d",
@@ -851,7 +851,7 @@ class FlyteTarget(_Section):
 #: and a typo fails here; tests/test_trainjob_target.py keeps it equal to the target registry.
 TargetName = Literal["pytorchjob", "trainjob", "podtemplate", "flyte", "flyte2"]
 
-#: The stock runtime of Kubeflow Trainer v2 (kubeflow-trainer-v2.md §3).
+#: The stock runtime of Kubeflow Trainer v2 (Trainer v2.3.0 manifests/base/runtimes/torch_distributed.yaml).
 STOCK_RUNTIME = "torch-distributed"
 
 

@@ -154,7 +154,7 @@ class Draft:
 # --------------------------------------------------------------------------- the launcher
 
 
-#: What each launcher does when an option is not given (torch-elastic.md §1-§3, and
+#: What each launcher does when an option is not given (torch/distributed/run.py, launcher/api.py, and
 #: elastic-launch's own defaults in elastic_compile.entrypoint.settings).
 TORCHRUN_DEFAULTS: Mapping[str, Any] = {
     "max_restarts": 0, "monitor_interval": 0.1, "join_timeout": 600, "read_timeout": 60,

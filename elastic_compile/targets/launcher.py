@@ -23,7 +23,7 @@ from elastic_compile.targets import bundle
 
 # The pod's grace period must exceed elastic-launch's own SIGTERM->SIGKILL window, or the
 # kubelet kills the agent before it has stopped its workers and written its report
-# (torch-elastic.md §13.10).
+# (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination).
 GRACE_MARGIN_SECONDS = 15
 
 # torch reads this when a LaunchConfig leaves shutdown_timeout unset (torch 2.12+
@@ -127,7 +127,7 @@ def add_launcher_env(spec: ElasticSpec, container: dict[str, Any], taken: set[st
     names = {e.get("name") for e in env} | (taken or set())
     for name, value in (
         # Without it restarts and scale-up reuse the rank-0 agent's store and fail
-        # (pytorch#135712, torch-elastic.md §7); elastic-launch sets it, torchrun and the SDKs do not.
+        # (pytorch#135712); elastic-launch sets it, torchrun and the SDKs do not.
         (contract.ENV_DISABLE_SHARED_STORE, "1"),
         (ENV_SHUTDOWN_TIMEOUT, str(spec.shutdown_timeout)),
     ):

@@ -1,6 +1,7 @@
 """The worker pod: our training container merged with the user's pod_template.
 
-Rules (they fix the three pod-template bugs of flytekit's plugin, flytekit-kfpytorch.md §5):
+Rules (they fix the three pod-template bugs of flytekit's plugin,
+``flytekitplugins/kfpytorch/pod_template.py``):
 
 * the training container is always named ``pytorch`` and always comes first; a user
   container with that name is merged into it, the user's fields winning except the
@@ -154,7 +155,8 @@ def training_container(
     moved = spec.rdzv.backend == "c10d" and port != contract.OPERATOR_DEFAULT_PORT
     if moved and not any(p.get("name") == contract.OPERATOR_PORT_NAME for p in ports):
         # The operator publishes the port named pytorchjob-port on the job's services and
-        # points PET_RDZV_ENDPOINT at it; declaring it is how the port moves (§5).
+        # points PET_RDZV_ENDPOINT at it; declaring it is how the port moves (training-operator v1.9.4
+        # pkg/controller.v1/pytorch/elastic.go).
         ports.append({"name": contract.OPERATOR_PORT_NAME, "containerPort": port, "protocol": "TCP"})
     if ports:
         container["ports"] = ports

@@ -1,7 +1,8 @@
 """Class 8 of issue 10: messages that are true.
 
 The operator sets MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK only beside a Master replica,
-which elastic-compile never emits (kubeflow-pytorchjob.md §4); torch elastic sets them for
+which elastic-compile never emits (training-operator v1.9.4 pkg/controller.v1/pytorch/master.go); torch elastic sets
+them for
 every worker. So on the training container they are dead values (rejected, saying why), and
 on a sidecar they are the user's own. Lint warnings come in file order, like errors, and
 EC108 says what the namespace that fired really costs.

@@ -3,7 +3,7 @@
 * ``$(ELASTIC_LAUNCH_*)`` in a user env value: the kubelet expands a reference only against
   the entries before it, so the compiler's downward-API entries come first;
 * a reference that cannot expand (listed later, appended by the operator, set nowhere): EC111;
-* ``backoff_limit`` with ExitCode counts nothing (kubeflow-pytorchjob.md §6): EC110, and
+* ``backoff_limit`` with ExitCode counts nothing (kubeflow/trainer#2045): EC110, and
   ``--explain`` says what bounds such a job;
 * a launcher nested in ``command`` (torchrun, python -m torch.distributed.run): an error with
   the command to write instead.

@@ -184,7 +184,8 @@ def return_unserializable() -> object:
 def main() -> None:
     """Script mode: ``python elastic_workers.py NAME ARGS...``."""
     name, *args = sys.argv[1:]
-    # A script needs its own @record for its traceback to reach the agent (torch-elastic.md §9).
+    # A script needs its own @record for its traceback to reach the agent
+    # (torch/distributed/elastic/multiprocessing/errors/__init__.py).
     record(globals()[name])(*args)
 
 

@@ -28,7 +28,7 @@ PYTHON = os.environ.get("EC_TEST_PYTHON") or sys.executable
 LAUNCH = (PYTHON, "-m", "elastic_compile.entrypoint")
 # The console script, as a container's command runs it: only its bin dir on sys.path.
 CONSOLE = (str(Path(sys.executable).with_name("elastic-launch")),)
-# Fast polling and fork keep a launch around a second on 2 cores (torch-elastic.md §11).
+# Fast polling and fork keep a launch around a second on 2 cores (measured).
 FAST = ("--monitor-interval", "0.2", "--start-method", "fork")
 MARKER_ENV = "EC_TEST_MARKER"
 

@@ -83,7 +83,7 @@ def test_function_mode_allreduce_and_rank0_result(launcher: Launcher, tmp_path: 
     assert agent.proc.returncode == 0, agent.stderr
     ranks = read_ranks(out, "allreduce")
     assert [(r["rank"], r["world_size"], r["sum"]) for r in ranks] == [(0, 2, 3.0), (1, 2, 3.0)]
-    # Our environment additions reached the workers (torch-elastic.md §7, §1).
+    # Our environment additions reached the workers (pytorch#135712; OMP_NUM_THREADS as torchrun sets it).
     assert {r["omp_num_threads"] for r in ranks} == {"1"}
     assert {r["shared_store"] for r in ranks} == {"False"}
     written = json.loads(result.read_text())
@@ -219,7 +219,7 @@ def test_scale_up_second_agent_joins_running_job(
     assert set(worlds_a[:first_two]) == {"world=1"} and set(worlds_a[first_two:]) == {"world=2"}
     assert len(worlds_a) - first_two >= 5
     assert {line.split()[1] for line in log_b.read_text().splitlines()} == {"world=2"}
-    # A membership change is not a restart (torch-elastic.md §6).
+    # A membership change is not a restart (torch/distributed/elastic/agent/server/api.py).
     assert {line.split()[0] for line in lines_a} == {"restart=0"}
     with capsys.disabled():
         print(f"\nscale-up: second agent start -> world size 2 on agent A in {rejoin:.1f}s")
@@ -373,7 +373,7 @@ def test_sigterm_exits_143_and_leaves_no_worker(launcher: Launcher, tmp_path: Pa
 @pytest.mark.timeout(90)
 def test_sigterm_during_rendezvous_exits_143(launcher: Launcher) -> None:
     # No workers yet: torch's own handlers are not installed before the workers start
-    # (torch-elastic.md §10); ours must turn the signal into 143 anyway.
+    # (torch/distributed/elastic/multiprocessing/api.py); ours must turn the signal into 143 anyway.
     port = free_port()
     agent = launcher.start(
         ["--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "waiting", "--", "true"]

@@ -65,7 +65,7 @@ def test_shell_reported_signal_is_named() -> None:
 
 
 def test_contract_exit_codes_sit_on_the_right_side_of_the_operator_split() -> None:
-    # kubeflow-pytorchjob.md §6: 1-127 permanent, >= 128 retryable.
+    # training-operator v1.9.4 IsRetryableExitCode: 1-127 permanent, >= 128 retryable.
     assert 1 <= c.EXIT_USER_FAILURE <= 127 and 1 <= c.EXIT_USAGE <= 127
     assert min(c.EXIT_RENDEZVOUS_TIMEOUT, c.EXIT_RENDEZVOUS_ERROR, c.EXIT_AGENT_ERROR) >= 128
     assert max(c.EXIT_RENDEZVOUS_TIMEOUT, c.EXIT_RENDEZVOUS_ERROR, c.EXIT_AGENT_ERROR) <= 255
@@ -302,7 +302,7 @@ def test_entrypoints_for_both_modes() -> None:
 
 
 def test_trampoline_pickles_by_reference() -> None:
-    # spawn and forkserver pickle the entrypoint (torch-elastic.md §8).
+    # spawn and forkserver pickle the entrypoint (torch/distributed/elastic/multiprocessing/api.py).
     assert pickle.loads(pickle.dumps(call_function)) is call_function
 
 

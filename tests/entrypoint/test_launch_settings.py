@@ -22,8 +22,8 @@ DEFAULT_TIMEOUTS = {
     "heartbeat_timeout": 5,
     "read_timeout": 60,
 }
-# What the operator injects into an elastic Worker pod (kubeflow-pytorchjob.md §4, worked
-# example), plus the compiler's downward-API variables.
+# What the operator injects into an elastic Worker pod (training-operator v1.9.4 pkg/controller.v1/pytorch/envvar.go,
+# elastic.go), plus the compiler's downward-API variables.
 OPERATOR_ENV = {
     c.PET_NNODES: "1:3",
     c.PET_NPROC_PER_NODE: "4",
@@ -406,7 +406,8 @@ def test_settings_are_json_ready() -> None:
 # ------------------------------------------------------------------------- Kubeflow Trainer v2
 
 # What Trainer v2.3's torch plugin injects into the container `node` of pod 1 of TrainJob
-# `train` (kubeflow-trainer-v2.md §4), plus the downward-API entries a compiled TrainJob adds.
+# `train` (Trainer v2.3.0 pkg/runtime/framework/plugins/torch/torch.go), plus the downward-API entries a compiled
+# TrainJob adds.
 TRAINER_ENV = {
     c.PET_NNODES: "3",
     c.PET_NPROC_PER_NODE: "8",

@@ -2,7 +2,7 @@
 
 Trainer v2.3's torch plugin gives container ``node`` PET_NNODES (a plain integer),
 PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT, and no PET_RDZV_*
-(kubeflow-trainer-v2.md §4); the compiled TrainJob adds the downward-API entries of
+(Trainer v2.3.0 pkg/runtime/framework/plugins/torch/torch.go); the compiled TrainJob adds the downward-API entries of
 ``contract.TRAINJOB_DOWNWARD_ENV`` and passes ``--rdzv-at-master --max-restarts N``. Here the
 master address is 127.0.0.1, as every pod is this machine.
 """
@@ -59,7 +59,7 @@ def test_two_trainjob_pods_restart_a_failed_worker_in_place(launcher: Launcher, 
     ranks = read_ranks(out)
     assert [(r["rank"], r["world_size"], r["sum"]) for r in ranks] == [(i, 4, 10.0) for i in range(4)]
     # The second round is a restart in place: the failing agent spent its one restart (the
-    # healthy one may restart for free when it sees the other waiting, torch-elastic.md §6, or
+    # healthy one may restart for free when it sees the other waiting, torch/distributed/elastic/agent/server/api.py, or
     # spend its own when its workers hit the dead peer first).
     assert {r["restart_count"] for r in ranks} <= {0, 1} and ranks[1]["restart_count"] == 1
     node1, node0 = agents

@@ -170,7 +170,8 @@ def test_resources_and_image_are_flytekits(peers: dict[str, Peer], name: str) ->
 
 @pytest.mark.parametrize("name", [n for n in CASES if n != "shm-off"])
 def test_the_primary_container_already_has_the_backends_name(peers: dict[str, Peer], name: str) -> None:
-    """flytekit's default is "primary", which the backend renames to pytorch for a PyTorchJob (§6)."""
+    """flytekit's default is "primary", which the backend renames to pytorch for a PyTorchJob (flyteplugins
+    kfoperators/pytorch/pytorch.go)."""
     ours, theirs = peers[name].ours, peers[name].theirs
     assert ours["template"]["config"] == {"primary_container_name": "pytorch"}
     expected = "pytorch" if "pod_template" in peers[name].case.task else "primary"

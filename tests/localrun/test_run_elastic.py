@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("torch_installed")]
 # A 1:2 job whose rendezvous notices a lost node quickly: the dead agent's heartbeat
 # expires after keep_alive_interval x keep_alive_max_attempt (3) = 3 s instead of torch's
 # 15 s, and the survivor stops waiting for a second node after last_call_timeout = 2 s
-# (torch-elastic.md §6, §11). max_restarts >= 1: the survivor spends one restart.
+# (torch/distributed/elastic/agent/server/api.py). max_restarts >= 1: the survivor spends one restart.
 SHRINK = """\
 command: [python, {train}, --steps, "48", --step-seconds, "0.3"]
 nnodes: "1:2"

@@ -1,4 +1,5 @@
-"""The operator's restart rules, played by ``run`` with real pods (kubeflow-pytorchjob.md §6).
+"""The operator's restart rules, played by ``run`` with real pods (training-operator v1.9.4
+pkg/controller.v1/common/pod.go).
 
 Single-pod jobs whose command fails at once keep these fast: each pod start costs the
 agent's torch import (about 2 s here), nothing more.

@@ -2,15 +2,16 @@
 
 No flytekit or flyteidl here: the compile path stays light (tests/test_imports.py), and
 the tests check the output with the real IDL and against flytekit's own serializer
-instead (tests/flyte/). Facts are from flytekit-kfpytorch.md (§ numbers below) and
-flyteplugins' ``kfoperators/pytorch/pytorch.go``.
+instead (tests/flyte/). Facts are from flytekit 1.16.31's
+``plugins/flytekit-kf-pytorch/flytekitplugins/kfpytorch/task.py`` and flyteplugins'
+``go/tasks/plugins/k8s/kfoperators/pytorch/pytorch.go``.
 
 What Flyte does with the task, and therefore what we print:
 
 * ``nnodes`` > 1: type ``pytorch``, ``taskTypeVersion`` 1, ``custom`` a
   ``kubeflow.DistributedPyTorchTrainingTask``. The backend turns it into a PyTorchJob with
   only Worker replicas and an ``elasticPolicy``, so the operator injects the same
-  ``PET_*`` topology that our own PyTorchJob gets (§6).
+  ``PET_*`` topology that our own PyTorchJob gets (pytorch.go).
 * ``nnodes`` == 1: a plain pod task (``python-task``, no ``custom``), as flytekit does;
   no operator runs, so the topology is passed to elastic-launch as options.
 * Either way the pod is ``k8sPod`` = the pod template of the PyTorchJob
@@ -36,22 +37,22 @@ from elastic_compile.targets.checks import FieldPath, locate
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
 from elastic_compile.targets.pod import build_pod_template, resources
 
-# flytekit's task types for an Elastic config (§2): a PyTorchJob for more than one node,
+# flytekit's task types for an Elastic config (flytekitplugins/kfpytorch/task.py): a PyTorchJob for more than one node,
 # a plain pod for one. The backend rejects any taskTypeVersion but 0 and 1, and 1 is the
-# kubeflow.DistributedPyTorchTrainingTask that has elasticConfig and runPolicy (§6).
+# kubeflow.DistributedPyTorchTrainingTask that has elasticConfig and runPolicy (pytorch.go).
 TASK_TYPE_ELASTIC = "pytorch"
 TASK_TYPE_POD = "python-task"
 TASK_TYPE_VERSION = 1
 
-# flytekit hard-codes c10d (§1) and the backend passes rdzvBackend through; without a
+# flytekit hard-codes c10d (task.py) and the backend passes rdzvBackend through; without a
 # rendezvous host the operator points every pod at worker-0, which only c10d can use.
 RDZV_BACKEND = "c10d"
 
-# The key flytekit and the backend use for the container that runs the task (§3).
+# The key flytekit and the backend use for the container that runs the task (task.py, pytorch.go).
 PRIMARY_CONTAINER_KEY = "primary_container_name"
 
 # flyteidl's kubeflow.CleanPodPolicy names for our clean_pod_policy values. NONE is the
-# enum's 0, which proto3 JSON leaves out; the backend reads an absent one as None (§6).
+# enum's 0, which proto3 JSON leaves out; the backend reads an absent one as None (pytorch.go).
 CLEAN_POD_POLICY = {
     "None": "CLEANPOD_POLICY_NONE",
     "Running": "CLEANPOD_POLICY_RUNNING",
@@ -177,7 +178,7 @@ def flyte_launcher_args(spec: ElasticSpec) -> tuple[str, ...]:
     """elastic-launch's arguments in a Flyte pod: the PyTorchJob's, plus what no operator injects.
 
     Multi-node: the operator still runs (Flyte creates a PyTorchJob) and injects the
-    topology, but Flyte never sets ``elasticPolicy.rdzvConf`` (§6), so rdzv.conf travels
+    topology, but Flyte never sets ``elasticPolicy.rdzvConf`` (pytorch.go), so rdzv.conf travels
     as an option. One node: a plain pod, no operator and no PET_* variables, so
     nproc_per_node must be an option too (elastic-launch would default to 1).
     """
@@ -288,7 +289,7 @@ def _lost_fields(given: Any, kept: Any, path: tuple[str | int, ...]) -> list[str
 def elastic_custom(spec: ElasticSpec) -> dict[str, Any] | None:
     """``custom``: DistributedPyTorchTrainingTask through MessageToDict and a Struct; None for one node.
 
-    Built exactly as flytekit's ``PytorchElasticFunctionTask.get_custom`` builds it (§3),
+    Built exactly as flytekit's ``PytorchElasticFunctionTask.get_custom`` builds it (task.py),
     in flyteidl's field order, zero values left out.
     """
     if spec.nnodes.max == 1:
@@ -378,7 +379,7 @@ def spec_to_flyte(spec: ElasticSpec, loaded: Loaded | None = None) -> FlyteTask:
         },
         type=TASK_TYPE_POD if custom is None else TASK_TYPE_ELASTIC,
         # retries {}: no Flyte retries unless the platform's defaults add them; a retry
-        # reruns the whole PyTorchJob (§6), which is a choice for the project, not for us.
+        # reruns the whole PyTorchJob (pytorch.go), which is a choice for the project, not for us.
         metadata={"runtime": dict(RUNTIME), "retries": {}},
         # No inputs, no outputs: the command or function reads and writes its own data,
         # so Flyte has nothing to pass in and no outputs.pb to wait for.

@@ -34,7 +34,8 @@ class PyTorchJobTarget(Target):
         job = Document("pytorchjob.yaml.j2", "pytorchjob.yaml", API_VERSION, KIND, {"plan": plan})
         documents = [*bundle.documents(spec), job]
         if spec.network_policy:
-            # The operator labels every pod of the job with its name (kubeflow-pytorchjob.md §5).
+            # The operator labels every pod of the job with its name (training-operator v1.9.4 common_types.go
+            # JobNameLabel).
             documents.append(network.network_policy_document(spec, contract.LABEL_JOB_NAME))
         return documents
 

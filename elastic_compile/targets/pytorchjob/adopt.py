@@ -4,8 +4,9 @@ Any replica layout is read: Worker-only or Master + Worker, elastic or not. The 
 job is always Worker-only (plan.py says why), so a Master is folded into the Workers:
 it was one more node of the same job. Topology comes from the replicas and
 ``elasticPolicy``; the launcher's flags in the container command beat what the operator
-injects, as they do in torchrun (torch-elastic.md §2). The operator's defaults
-(kubeflow-pytorchjob.md §2) are what the original job ran with, so where the spec's
+injects, as they do in torchrun (torch/distributed/run.py). The operator's defaults
+(training-operator v1.9.4 pkg/apis/kubeflow.org/v1/pytorch_defaults.go) are what the original job ran with, so where
+the spec's
 default differs the import says so.
 """
 
@@ -33,7 +34,7 @@ from elastic_compile.targets.adopt import (
     spec_default,
 )
 
-#: The operator's defaults the spec replaces (kubeflow-pytorchjob.md §2, §1 runPolicy).
+#: The operator's defaults the spec replaces (pytorch_defaults.go).
 OPERATOR_RESTART_POLICY = "OnFailure"
 OPERATOR_CLEAN_POD_POLICY = "None"
 
@@ -127,7 +128,7 @@ def _topology(
     extra = 1 if master is not None else 0
     if elastic is not None:
         lo, hi = as_int(elastic.get("minReplicas")), as_int(elastic.get("maxReplicas"))
-        # The operator copies one bound to the other, and takes the Worker replicas for both (§2).
+        # The operator copies one bound to the other, and takes the Worker replicas for both (pytorch_defaults.go).
         lo, hi = (lo if lo is not None else hi), (hi if hi is not None else lo)
         if lo is None or hi is None:
             lo = hi = workers
@@ -212,7 +213,8 @@ def _restart_policy(
 
 
 def _injected(draft: Draft, spec: Mapping[str, Any], elastic: Mapping[str, Any] | None, name: str) -> Injected:
-    """What the operator hands torchrun through PET_* for this job (kubeflow-pytorchjob.md §4)."""
+    """What the operator hands torchrun through PET_* for this job (training-operator v1.9.4
+    pkg/controller.v1/pytorch/envvar.go, elastic.go)."""
     nproc: tuple[Any, Path]
     if spec.get("nprocPerNode") is not None:
         nproc = (spec["nprocPerNode"], ("spec", "nprocPerNode"))

@@ -2,7 +2,8 @@
 
 These need no schema files and run on every compile (and on manifests given to
 ``elastic-compile run``). The webhook sees the raw, undefaulted object (v1 has no
-mutating webhook, kubeflow-pytorchjob.md §2), so neither do we default anything here.
+mutating webhook: the controller defaults in memory, pkg/controller.v1/pytorch/pytorchjob_controller.go), so neither
+do we default anything here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from elastic_compile.targets.checks import Finding, from_lines
 # apimachinery IsDNS1035Label: the operator names pods and services "<job>-<type>-<index>".
 _DNS1035_MAX: Final = 63
 # Webhook constants, training-operator v1.9.4 pkg/webhooks/pytorch/pytorchjob_webhook.go
-# and pkg/common/util/webhooks.go (kubeflow-pytorchjob.md §3).
+# and pkg/common/util/webhooks.go.
 _REPLICA_TYPES: Final = ("Master", "Worker")
 _MANAGED_BY: Final = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 
@@ -27,9 +28,9 @@ _MANAGED_BY: Final = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikue
 def webhook_errors(job: Mapping[str, Any]) -> list[str]:
     """The training-operator v1.9.4 webhook's verdict on ``job``, plus our runtime traps, as lines.
 
-    The webhook sees the raw, undefaulted object (v1 has no mutating webhook,
-    kubeflow-pytorchjob.md §2), so neither do we default anything here. The traps
-    (kubeflow-pytorchjob.md §7) pass the webhook but fail once the job runs; their
+    The webhook sees the raw, undefaulted object (v1 has no mutating webhook), so neither
+    do we default anything here. The traps (pkg/controller.v1/pytorch/elastic.go,
+    kubeflow/trainer#2277) pass the webhook but fail once the job runs; their
     messages say so.
     """
     return list(dict.fromkeys(str(finding) for finding in webhook_findings(job)))
@@ -102,7 +103,7 @@ def webhook_findings(job: Mapping[str, Any]) -> list[Finding]:
 def _trap_findings(
     job: Mapping[str, Any], spec: Mapping[str, Any], replica_specs: Mapping[str, Any], elastic: Any
 ) -> list[Finding]:
-    """What the webhook accepts but the operator or torchrun breaks on (kubeflow-pytorchjob.md §7)."""
+    """What the webhook accepts but the operator or torchrun breaks on (elastic.go, kubeflow/trainer#2277)."""
     found: list[Finding] = []
     runtime = "accepted by the webhook, fails at runtime"
     policy = as_mapping(elastic)

@@ -1,8 +1,7 @@
 """ElasticSpec -> the PyTorchJob plan: every decision about the job, as plain frozen data.
 
-Templates only print what is here (STYLE.md, "Templates only print"). Each derived value
-carries its reason in a comment, and each layout rule points at the operator fact that
-forces it (kubeflow-pytorchjob.md).
+Templates only print what is here. Each derived value carries its reason in a comment, and
+each layout rule points at the operator fact that forces it (training-operator v1.9.4: pkg/controller.v1/pytorch/).
 """
 
 from __future__ import annotations
@@ -41,9 +40,9 @@ def elastic_policy(spec: ElasticSpec) -> dict[str, Any] | None:
     """The elasticPolicy of a multi-node job; None for a single node.
 
     Fixed multi-node jobs use the elastic form with min == max, because a Worker-only job
-    without elasticPolicy gets no rendezvous endpoint (kubeflow-pytorchjob.md §4). Never
+    without elasticPolicy gets no rendezvous endpoint (envvar.go, elastic.go). Never
     ``standalone`` (the operator's PET_STANDALONE="" crashes torchrun) and never an empty
-    ``rdzvConf`` (the operator panics on it): §7.
+    ``rdzvConf`` (the operator panics on it): both in elastic.go.
     """
     if spec.nnodes.max == 1:
         return None

@@ -48,7 +48,8 @@ class TrainJobTarget(Target):
             docs.insert(0, runtime)
         if spec.network_policy:
             # JobSet labels every pod with its JobSet's name, which Trainer makes the TrainJob's
-            # (kubeflow-trainer-v2.md §4): the policy selects the pods of every replicated job.
+            # (Trainer v2.3.0 pkg/runtime/framework/plugins/jobset/): the policy selects the pods of every replicated
+            # job.
             docs.append(network.network_policy_document(spec, api.LABEL_JOBSET_NAME))
         return [*bundle.documents(spec), *docs]
 

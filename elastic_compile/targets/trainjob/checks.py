@@ -1,6 +1,6 @@
 """The TrainJob's and TrainingRuntime's own checks: Trainer v2.3's webhooks and CEL rules, re-implemented.
 
-The CRD schemas say nothing of these (kubeflow-trainer-v2.md §5, §8.8): the TrainJob
+The CRD schemas say nothing of these (Trainer v2.3.0: pkg/webhooks/, pkg/runtime/framework/plugins/): the TrainJob
 validating webhook (reserved PET_* names, runtimePatches managers, jobs and containers
 that must exist in the runtime, no env patched on ``node``), the runtime webhook (the
 trainer-ancestor job has one replica and a container ``node``), the CEL rules that the
@@ -22,7 +22,7 @@ from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding, from_lines
 from elastic_compile.targets.trainjob import api
 
-# The JobSet plugin's manager rule: a DNS-1123 subdomain, "/", then a non-empty path (§5).
+# The JobSet plugin's manager rule: a DNS-1123 subdomain, "/", then a non-empty path (jobset.go).
 _MANAGER = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/\S+$")
 _MAX_PATCHES: Final = 16
 _FRAMEWORKS: Final = ("torch", "mpi", "flux", "jax", "xgboost")
@@ -96,7 +96,7 @@ def trainjob_findings(job: Mapping[str, Any], jobs: Jobs | None) -> list[Finding
 
     trainer = spec.get("trainer")
     if not isinstance(trainer, Mapping):
-        webhook(("spec", "trainer"), "required: without it the torch plugin injects no PET_* variables (§4)")
+        webhook(("spec", "trainer"), "required: without it the torch plugin injects no PET_* variables")
         trainer = {}
     num_nodes = as_int(trainer.get("numNodes"))
     if num_nodes is None or num_nodes < 1:
@@ -187,7 +187,7 @@ def _patch_findings(patches: Sequence[Any], jobs: Jobs | None) -> list[Finding]:
 
 
 def runtime_errors(runtime: Mapping[str, Any]) -> list[str]:
-    """The runtime webhook's verdict on a (Cluster)TrainingRuntime, plus the traps of §7 and §8.7, as lines."""
+    """The runtime webhook's verdict on a (Cluster)TrainingRuntime, plus its traps, as lines."""
     return _lines(runtime_findings(runtime))
 
 

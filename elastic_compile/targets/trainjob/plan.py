@@ -1,6 +1,6 @@
 """ElasticSpec -> the TrainJob plan: where each setting goes in Trainer v2.3, or why it cannot.
 
-A TrainJob carries a setting in one of three places (kubeflow-trainer-v2.md §2, §6):
+A TrainJob carries a setting in one of three places (Trainer v2.3.0 pkg/apis/trainer/v1alpha1/trainjob_types.go):
 
 * ``spec.trainer``: image, command and args (through elastic-launch), env, numNodes, an
   integer numProcPerNode and resourcesPerNode;
@@ -31,7 +31,7 @@ from elastic_compile.targets.trainjob import api
 #: Our runtimePatches manager: a domain-prefixed path, as the JobSet plugin's webhook requires.
 PATCH_MANAGER = "elastic-compile.dev/compiler"
 
-# The 11 keys of a PodSpecPatch (§2.4); containers and initContainers are handled apart.
+# The 11 keys of a PodSpecPatch (trainjob_types.go); containers and initContainers are handled apart.
 _POD_PATCH_KEYS = (
     "serviceAccountName", "volumes", "imagePullSecrets", "securityContext", "nodeSelector",
     "affinity", "tolerations", "schedulingGates", "terminationGracePeriodSeconds",
@@ -218,7 +218,7 @@ def trainjob_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
 
 
 def _env_reference_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
-    """``$(PET_...)`` in an env value never expands: the plugin appends PET_* after trainer.env (§4)."""
+    """``$(PET_...)`` in an env value never expands: the plugin appends PET_* after trainer.env (torch.go)."""
     problems: list[tuple[FieldPath, str]] = []
     entries = list(spec.env.items()) if isinstance(spec.env, dict) else [(e.name, e.value) for e in spec.env]
     for index, (name, value) in enumerate(entries):
@@ -266,7 +266,7 @@ def _rendezvous_args(spec: ElasticSpec) -> list[str]:
 
     ``--rdzv-at-master`` (contract.py) makes elastic-launch run c10d at
     PET_MASTER_ADDR:PET_MASTER_PORT with min == max == PET_NNODES, the pod with
-    PET_NODE_RANK 0 hosting the store: the plugin injects no PET_RDZV_* (§4, §8.4).
+    PET_NODE_RANK 0 hosting the store: the plugin injects no PET_RDZV_* (pkg/runtime/framework/plugins/torch/torch.go).
     """
     args: list[str] = [contract.OPT_RDZV_AT_MASTER]
     if spec.rdzv.id is not None:
@@ -293,7 +293,8 @@ def _split_pod(
 def _runtime(
     spec: ElasticSpec, node_rest: dict[str, Any], sidecars: list[dict[str, Any]], pod_rest: dict[str, Any]
 ) -> dict[str, Any]:
-    """Our TrainingRuntime: the stock runtime's shape (§3) plus what no patch can carry.
+    """Our TrainingRuntime: the stock runtime's shape (manifests/base/runtimes/torch_distributed.yaml) plus what no
+    patch can carry.
 
     It passes the runtime webhook (job ``node`` with the trainer ancestor label, one
     replica, container ``node``), has the framework label the SDK needs, sets no
