@@ -373,7 +373,7 @@ class Resources(_Section):
 
 
 class Rendezvous(_Section):
-    """torch elastic rendezvous. Timeouts use the c10d keys torch really reads (dynamic_rendezvous.py)."""
+    """torch elastic rendezvous. Timeouts use the keys torch's c10d handler reads (torch.distributed.elastic)."""
 
     backend: Literal["c10d", "etcd", "etcd-v2"] = Field(
         "c10d",
