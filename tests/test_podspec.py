@@ -56,7 +56,7 @@ def test_pod_template_problems_are_located(fragment: str, expected: str) -> None
 def test_valid_fragment_with_integers_compiles() -> None:
     fragment = (
         "    securityContext: {runAsUser: 1000, fsGroup: 100}\n"
-        "    tolerations: [{key: gpu, operator: Exists, effect: NoSchedule, tolerationSeconds: 30}]\n"
+        "    tolerations: [{key: gpu, operator: Exists, effect: NoExecute, tolerationSeconds: 30}]\n"
         "    containers:\n      - {name: side, image: 's:1', ports: [{containerPort: 8080}]}\n"
     )
     doc = compile_text(BASE + fragment, "s.yaml").outputs[0].doc

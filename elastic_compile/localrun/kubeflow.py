@@ -32,7 +32,7 @@ from elastic_compile.localrun.process import (
     local_argv,
     port_busy,
 )
-from elastic_compile.targets.pytorchjob.checks import webhook_errors
+from elastic_compile.targets.pytorchjob.checks import pod_errors, webhook_errors
 
 OPERATOR_NAME = "pytorchjob-controller"
 
@@ -175,11 +175,11 @@ def pods(
 
 
 def check_job(job: Mapping[str, Any], label: str) -> None:
-    """Reject what the cluster would reject: the operator's webhook, and pod restart policies.
+    """Reject what the cluster would reject: the operator's webhook, pod restart policies, pod values.
 
     Raises :class:`RunError` with every problem, one per line.
     """
-    problems = webhook_errors(job)
+    problems = webhook_errors(job) + pod_errors(job)
     for rtype, replica in (job.get("spec", {}).get("pytorchReplicaSpecs") or {}).items():
         policy = replica.get("restartPolicy", "OnFailure") if isinstance(replica, dict) else None
         if policy not in RESTART_POLICIES:

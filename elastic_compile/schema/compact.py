@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -147,6 +147,29 @@ class CompactSchema:
         found: list[Problem] = []
         self._check(value, node, (), found)
         return found
+
+    def objects(self, value: Any, node: Node, loc: Loc = ()) -> Iterator[tuple[str, dict[str, Any], Loc]]:
+        """Every mapping in ``value`` that ``node`` names a definition for: (definition, mapping, location).
+
+        Follows the same properties, map values and list items as :meth:`problems`; a value of
+        the wrong type is not entered. Rules about values hang off this walk
+        (:mod:`elastic_compile.schema.podvalues`).
+        """
+        name = None
+        while "ref" in node:
+            name = node["ref"]
+            node = self.definitions[name]
+        if isinstance(value, dict):
+            if name is not None:
+                yield name, value, loc
+            properties: Mapping[str, Node] = node.get("properties", {})
+            for key, item in value.items():
+                child = properties.get(key, node.get("values"))
+                if child is not None:
+                    yield from self.objects(item, child, (*loc, key))
+        elif isinstance(value, list) and "items" in node:
+            for index, item in enumerate(value):
+                yield from self.objects(item, node["items"], (*loc, index))
 
     def definition(self, name: str) -> Node:
         """The node of a named definition (``KeyError`` when the file has none)."""

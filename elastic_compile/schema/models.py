@@ -32,7 +32,9 @@ from pydantic import (
 from elastic_compile import contract
 from elastic_compile import contract_values as cv
 from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
+from elastic_compile.core.resources import is_hugepages, is_native, overcommit_allowed
 from elastic_compile.core.scalars import source_text
+from elastic_compile.schema import podvalues
 from elastic_compile.schema.launchers import nested_launcher
 from elastic_compile.schema.podspec import podspec_problems
 
@@ -313,8 +315,13 @@ ResourceList = dict[ResourceName, Quantity]
 
 
 def is_extended(name: str) -> bool:
-    """Extended resources (GPUs, devices) cannot be overcommitted: request == limit."""
-    return ("/" in name and not name.startswith("kubernetes.io/")) or name == GPU_KEY
+    """Extended resources (GPUs, devices): counted in whole units."""
+    return name == GPU_KEY or not is_native(name)
+
+
+def no_overcommit(name: str) -> bool:
+    """Devices and hugepages: Kubernetes requires limit == request (a limit alone is fine)."""
+    return name == GPU_KEY or not overcommit_allowed(name)
 
 
 class Resources(_Section):
@@ -327,8 +334,8 @@ class Resources(_Section):
     )
     limits: ResourceList = Field(
         default_factory=dict,
-        description="Hard caps per node. Default: none. Extended resources (gpu, vendor/device) always get "
-        "limit == request, because Kubernetes requires it.",
+        description="Hard caps per node. Default: none. Devices (gpu, vendor/device) and hugepages-<size> always "
+        "get limit == request, because Kubernetes does not overcommit them (hugepages also need cpu or memory).",
     )
 
     @model_validator(mode="after")
@@ -345,12 +352,16 @@ class Resources(_Section):
                     problems.append(((side, name), "an extended resource (a device) is counted in whole units"))
         for name in sorted(set(self.requests) & set(self.limits)):
             request, limit = parse_quantity(self.requests[name]), parse_quantity(self.limits[name])
-            if is_extended(name) and request != limit:
-                problems.append(
-                    (("limits", name), f"an extended resource needs limit == request ({self.requests[name]})")
-                )
+            if no_overcommit(name) and request != limit:
+                what = "hugepages need" if is_hugepages(name) else "an extended resource needs"
+                problems.append((("limits", name), f"{what} limit == request ({self.requests[name]})"))
             elif request > limit:
                 problems.append((("limits", name), f"below the request ({self.requests[name]})"))
+        names = set(self.requests) | set(self.limits)
+        hugepages = sorted(n for n in names if is_hugepages(n))
+        if hugepages and not names & {"cpu", "memory"}:
+            side = "requests" if hugepages[0] in self.requests else "limits"
+            problems.append(((side, hugepages[0]), "hugepages need a cpu or memory request or limit beside them"))
         if problems:
             raise FieldProblems(problems)
         return self
@@ -490,11 +501,23 @@ class ConfigMapKeyRef(_Model):
     optional: bool | None = None
 
 
+def _downward_allowed(ref: BaseModel, kind: str) -> None:
+    """What the API server lets an env var read through the downward API (podvalues' allow-lists)."""
+    problems = podvalues.ref_problems(ref.model_dump(exclude_none=True), kind, volume=False)
+    if problems:
+        raise FieldProblems(problems)
+
+
 class FieldRef(_Model):
     """A field of the pod (downward API)."""
 
     fieldPath: Annotated[str, _text("fieldPath")]
     apiVersion: Annotated[str | None, _text("apiVersion")] = None
+
+    @model_validator(mode="after")
+    def _allowed(self) -> FieldRef:
+        _downward_allowed(self, "fieldRef")
+        return self
 
 
 class ResourceFieldRef(_Model):
@@ -503,6 +526,11 @@ class ResourceFieldRef(_Model):
     resource: Annotated[str, _text("resource")]
     containerName: Annotated[str | None, _text("containerName")] = None
     divisor: Quantity | None = None
+
+    @model_validator(mode="after")
+    def _allowed(self) -> ResourceFieldRef:
+        _downward_allowed(self, "resourceFieldRef")
+        return self
 
 
 class ValueFrom(_Model):

@@ -12,15 +12,16 @@ writes it from kubernetes-validate, and a test keeps it current).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
-from elastic_compile.schema import compact
+from elastic_compile.schema import compact, podvalues
 
 ROOT: Final = "io.k8s.api.core.v1.PodSpec"
 
 
 def podspec_problems(spec: dict[str, Any], *, fragment: bool = False) -> list[compact.Problem]:
-    """Problems in a PodSpec fragment, each with its location relative to the fragment.
+    """Problems in a PodSpec fragment (its shape, then its values), each located relative to the fragment.
 
     ``fragment``: the values of a base (``extends:``), which the specs extending it complete,
     so no field is required there.
@@ -28,10 +29,44 @@ def podspec_problems(spec: dict[str, Any], *, fragment: bool = False) -> list[co
     problems = compact.core().problems(spec, {"ref": ROOT})
     # A fragment: the compiler supplies the training container, so `containers` is optional.
     if fragment:
-        return [p for p in problems if not p[1].endswith(compact.REQUIRED)]
-    return [p for p in problems if p != ((), "containers" + compact.REQUIRED)]
+        problems = [p for p in problems if not p[1].endswith(compact.REQUIRED)]
+    else:
+        problems = [p for p in problems if p != ((), "containers" + compact.REQUIRED)]
+    return [*(_octal_hint(spec, p) for p in problems), *pod_value_problems(spec)]
 
 
-def field_names(definition: str) -> list[str]:
-    """Known fields of a Kubernetes definition (for messages and tests)."""
-    return sorted(compact.core().definition(definition).get("properties", {}))
+def pod_value_problems(spec: dict[str, Any]) -> list[compact.Problem]:
+    """What the API server would reject in the values of a PodSpec (:mod:`podvalues`).
+
+    Only fields the schema knows are looked at, so a manifest written for a newer
+    Kubernetes is checked for what we can judge and nothing else.
+    """
+    found: list[compact.Problem] = []
+    for definition, value, loc in compact.core().objects(spec, {"ref": ROOT}):
+        podvalues.check(definition, value, loc, found)
+    return found
+
+
+# A decimal with a leading zero: YAML 1.1 reads 0644 as octal 420, YAML 1.2 as 644, and
+# our loader keeps it as text rather than guess.
+_OCTAL = re.compile(r"^0[0-7]+$")
+
+
+def _octal_hint(spec: dict[str, Any], problem: compact.Problem) -> compact.Problem:
+    """For a YAML 1.1 octal such as ``defaultMode: 0644``, say what to write instead."""
+    loc, message = problem
+    if message != "expected a whole number, not a string":
+        return problem
+    value: Any = spec
+    for part in loc:
+        value = value[part]
+    if not isinstance(value, str) or not _OCTAL.match(value):
+        return problem
+    digits = value.lstrip("0") or "0"
+    if loc and loc[-1] in ("defaultMode", "mode"):
+        return (
+            loc,
+            f"{value} is the octal file mode {int(value, 8)} to YAML 1.1 and the decimal {digits} to YAML 1.2, so "
+            f"readers disagree; write 0o{digits} (or {int(value, 8)})",
+        )
+    return (loc, f"{message}; a leading zero reads as octal in YAML 1.1 and decimal in YAML 1.2: write {digits}")

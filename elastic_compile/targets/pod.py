@@ -29,8 +29,8 @@ from elastic_compile.schema.models import (
     SHM_PATH,
     SHM_VOLUME_NAME,
     EnvVar,
-    is_extended,
     mounts_shm,
+    no_overcommit,
 )
 from elastic_compile.targets import bundle
 from elastic_compile.targets.launcher import add_launcher_env, container_command
@@ -56,16 +56,16 @@ def object_metadata(
 def resources(spec: ElasticSpec) -> dict[str, dict[str, str]]:
     """Kubernetes resources of the training container.
 
-    ``gpu`` becomes ``nvidia.com/gpu``; an extended resource given on one side only is
+    ``gpu`` becomes ``nvidia.com/gpu``; a device or hugepages given on one side only is
     copied to the other, because Kubernetes requires request == limit for them.
     """
     requests = {_k8s_name(k): v for k, v in spec.resources.requests.items()}
     limits = {_k8s_name(k): v for k, v in spec.resources.limits.items()}
     for name, value in list(requests.items()):
-        if is_extended(name):
+        if no_overcommit(name):
             limits.setdefault(name, value)
     for name, value in list(limits.items()):
-        if is_extended(name):
+        if no_overcommit(name):
             requests.setdefault(name, value)
     out: dict[str, dict[str, str]] = {}
     if requests:

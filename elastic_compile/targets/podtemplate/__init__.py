@@ -8,7 +8,7 @@ from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.compact import CORE_FILE
 from elastic_compile.targets import Document, Target, bundle
-from elastic_compile.targets.checks import identity_errors, schema_errors
+from elastic_compile.targets.checks import identity_errors, pod_value_errors, schema_errors
 from elastic_compile.targets.pytorchjob.plan import spec_to_plan
 
 API_VERSION = "v1"
@@ -31,7 +31,11 @@ class PodTemplateTarget(Target):
     def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
         if document.kind == bundle.KIND:
             return bundle.check(doc, spec)
-        return [*identity_errors(doc, API_VERSION, KIND, spec.name), *schema_errors(doc, CORE_FILE, API_VERSION, KIND)]
+        return [
+            *identity_errors(doc, API_VERSION, KIND, spec.name),
+            *schema_errors(doc, CORE_FILE, API_VERSION, KIND),
+            *pod_value_errors((doc.get("template") or {}).get("spec"), ("template", "spec")),
+        ]
 
 
 TARGET = PodTemplateTarget()

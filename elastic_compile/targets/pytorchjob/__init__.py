@@ -9,7 +9,7 @@ from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets import Document, Target, bundle, network
 from elastic_compile.targets.checks import identity_errors, schema_errors
-from elastic_compile.targets.pytorchjob.checks import webhook_errors
+from elastic_compile.targets.pytorchjob.checks import pod_errors, webhook_errors
 from elastic_compile.targets.pytorchjob.plan import spec_to_plan
 
 API_VERSION = "kubeflow.org/v1"
@@ -48,6 +48,7 @@ class PyTorchJobTarget(Target):
             *identity_errors(doc, API_VERSION, KIND, spec.name),
             *schema_errors(doc, SCHEMA_FILE, API_VERSION, KIND),
             *webhook_errors(doc),
+            *pod_errors(doc),
         ]
 
 

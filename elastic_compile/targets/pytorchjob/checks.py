@@ -15,7 +15,7 @@ from elastic_compile.contract import TRAINING_CONTAINER
 from elastic_compile.contract_values import parse_bool
 from elastic_compile.core.crdcheck import as_int, as_mapping, name_errors, show
 from elastic_compile.targets.checks import FieldPath as Path
-from elastic_compile.targets.checks import Finding, from_lines
+from elastic_compile.targets.checks import Finding, from_lines, pod_value_errors
 
 # apimachinery IsDNS1035Label: the operator names pods and services "<job>-<type>-<index>".
 _DNS1035_MAX: Final = 63
@@ -218,3 +218,12 @@ def _is_host_findings(policy: Mapping[str, Any], replica_specs: Mapping[str, Any
             )
         )
     return found
+
+
+def pod_errors(job: Mapping[str, Any]) -> list[str]:
+    """What the API server would reject when the operator creates each replica's pods."""
+    errors: list[str] = []
+    for rtype, raw_rspec in as_mapping(as_mapping(job.get("spec")).get("pytorchReplicaSpecs")).items():
+        pod_spec = as_mapping(as_mapping(raw_rspec).get("template")).get("spec")
+        errors += pod_value_errors(pod_spec, ("spec", "pytorchReplicaSpecs", str(rtype), "template", "spec"))
+    return errors
