@@ -62,4 +62,5 @@ def test_valid_fragment_with_integers_compiles() -> None:
     doc = compile_text(BASE + fragment, "s.yaml").outputs[0].doc
     pod = doc["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     assert pod["securityContext"] == {"runAsUser": 1000, "fsGroup": 100}
-    assert pod["containers"][1]["ports"] == [{"containerPort": 8080}]
+    # The sidecar is a native sidecar: an init container with restartPolicy Always.
+    assert pod["initContainers"][0]["ports"] == [{"containerPort": 8080}]

@@ -17,6 +17,7 @@ from elastic_compile.core.errors import printable
 from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.schema.models import NNodes
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS
+from elastic_compile.targets.pod import sidecar_names
 
 _DERIVED = {
     "nproc_per_node": "derived: the GPUs requested per node, else 1",
@@ -119,6 +120,11 @@ def explain(compiled: Compiled) -> str:
     )
     training = plan.pod_template["spec"]["containers"][0]
     out.append(_command_line(training["command"], training["args"]))
+    for name in sidecar_names(compiled.spec):
+        out.append(
+            f"# sidecar {name}: a native sidecar (initContainers, restartPolicy: Always; Kubernetes >= 1.29): as a "
+            "regular container it would keep the pod Running after training ends, and the job would never complete\n"
+        )
     return _printable(out)
 
 

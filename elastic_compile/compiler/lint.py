@@ -118,6 +118,12 @@ RULES: dict[str, Rule] = {
             "very long values, long runs of blanks and lines that read like YAML entries hide text from review",
         ),
         Rule(
+            "EC114",
+            "readiness-probe-on-training",
+            "the job's headless services publish a pod only once it is Ready, and every pod's rendezvous reaches "
+            "worker-0 by that name",
+        ),
+        Rule(
             "EC116",
             "torchrun-exit-codes",
             "torchrun exits 1 for every failure, so ExitCode takes a preemption or an OOM kill for a bug in the code",
@@ -380,6 +386,14 @@ def _containers(spec: ElasticSpec) -> Iterator[tuple[Path, dict[str, Any]]]:
                 yield ("pod_template", "spec", field, index), container
 
 
+def _training(spec: ElasticSpec) -> tuple[Path, dict[str, Any]] | None:
+    """The user's part of the training container (pod_template's ``pytorch``), with its spec path."""
+    for path, container in _containers(spec):
+        if path[2] == "containers" and container.get("name") == contract.TRAINING_CONTAINER:
+            return path, container
+    return None
+
+
 def _images(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
     problem = image_problem(spec.image)
     if problem:
@@ -539,24 +553,23 @@ def _env_sources(spec: ElasticSpec) -> Iterator[tuple[Path, str, str | None]]:
     else:
         for index, var in enumerate(spec.env):
             yield ("env", index, "value"), var.name, var.value
-    for path, container in _containers(spec):
-        if path[2] == "containers" and container.get("name") == contract.TRAINING_CONTAINER:
-            env = container.get("env")
-            for index, entry in enumerate(env if isinstance(env, list) else []):
-                if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-                    literal = entry.get("value")
-                    yield (*path, "env", index, "value"), entry["name"], literal if isinstance(literal, str) else None
+    training = _training(spec)
+    if training is None:
+        return
+    where, container = training
+    env = container.get("env")
+    for index, entry in enumerate(env if isinstance(env, list) else []):
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            literal = entry.get("value")
+            yield (*where, "env", index, "value"), entry["name"], literal if isinstance(literal, str) else None
 
 
 def _env_references(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
     sources = list(_env_sources(spec))
     listed = {name for _, name, _ in sources}
     # envFrom entries come before env in the container: any name may be defined there.
-    env_from = any(
-        c.get("envFrom")
-        for p, c in _containers(spec)
-        if p[2] == "containers" and c.get("name") == contract.TRAINING_CONTAINER
-    )
+    training = _training(spec)
+    env_from = training is not None and bool(training[1].get("envFrom"))
     defined = {name for name, _ in contract.DOWNWARD_ENV}  # listed first (targets/pod.py)
     for path, name, value in sources:
         for match in _ENV_REF.finditer(value or ""):
@@ -763,6 +776,21 @@ def _arg_secrets(path: Path, words: Any) -> Iterator[Lint]:
         previous = flag.group(1) if flag and flag.group(2) is None else None
 
 
+def _readiness_probe(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    rdzv = spec.rdzv
+    if spec.nnodes.max == 1 or rdzv.backend != "c10d" or rdzv.host is not None:
+        return  # nobody reaches the store by worker-0's service name
+    training = _training(spec)
+    if training is not None and "readinessProbe" in training[1]:
+        yield Lint(
+            "EC114",
+            (*training[0], "readinessProbe"),
+            f"a readiness probe on the training container: until it passes, {spec.name}-worker-0's name does not "
+            "resolve and the other pods' rendezvous waits for it (and fails after rdzv.read_timeout, "
+            f"{rdzv.read_timeout} s); remove it, or make sure it passes before rendezvous",
+        )
+
+
 _CHECKS = (
     _nproc_gpus,
     _shm_memory,
@@ -778,4 +806,5 @@ _CHECKS = (
     _hidden_text,
     _torchrun_exit_codes,
     _torchrun_cpus,
+    _readiness_probe,
 )

@@ -100,7 +100,7 @@ READER_JOIN_SECONDS: Final = 5.0
 class Outcome:
     """How the job ended."""
 
-    phase: str  # Succeeded, Failed, Interrupted
+    phase: str  # Succeeded, Failed, Interrupted, Stuck (a pod that could never finish on the cluster)
     exit_code: int
     reason: str
 
@@ -236,6 +236,20 @@ class Job:
         ran = self.elapsed() - pod.started_at
         policy = pod.pod.restart_policy
         self.printer.event(f"{pod.name} exited with code {code} after {ran:.1f}s")
+        in_place = policy == "Always" or (policy == "OnFailure" and code != 0)
+        if pod.sidecars and not in_place:
+            # The kubelet does not restart the container, and the sidecars run on: the pod's
+            # phase stays Running, so the operator sees neither success nor failure.
+            pod.state = "Stuck"
+            names = ", ".join(pod.sidecars)
+            return Outcome(
+                "Stuck",
+                EXIT_FAILED,
+                f"{pod.name}'s training container exited {code}, but the regular sidecar(s) {names} keep the pod "
+                "Running: on the cluster the pod never reaches Succeeded or Failed and the job never completes "
+                "(holding its nodes); make them native sidecars (initContainers with restartPolicy: Always, "
+                "Kubernetes >= 1.29)",
+            )
         if code == 0 and policy != "Always":
             pod.state = "Succeeded"
             reason = self.rules.success(self.pods, pod)
@@ -361,7 +375,12 @@ class Job:
         self.store = None
 
     def _cleanup(self, outcome: Outcome) -> None:
-        verb = {"Succeeded": "succeeded", "Failed": "failed", "Interrupted": "interrupted"}[outcome.phase]
+        verb = {
+            "Succeeded": "succeeded",
+            "Failed": "failed",
+            "Interrupted": "interrupted",
+            "Stuck": "could never finish",
+        }[outcome.phase]
         self.printer.event(f"job {verb}: {outcome.reason}")
         active = [p for p in self.pods if p.state in ("Running", "Pending")]
         if outcome.phase == "Succeeded" and active:
@@ -369,7 +388,12 @@ class Job:
             active = [p for p in self.pods if p.state in ("Running", "Pending")]
         if not active:
             return
-        why = "the job is deleted" if outcome.phase == "Interrupted" else self.rules.cleanup_why()
+        if outcome.phase == "Interrupted":
+            why = "the job is deleted"
+        elif outcome.phase == "Stuck":
+            why = "run deletes a job that could never finish"
+        else:
+            why = self.rules.cleanup_why()
         self._delete(active, why)
 
     def _settle(self, pods: list[LocalPod], seconds: float) -> None:

@@ -377,11 +377,20 @@ def build_pods(
             kind = next((k for k in source if k.endswith("Ref")), "envFrom")
             ref = source.get(kind) or {}
             notes.append(f"warning: envFrom {kind} {ref.get('name', '')} needs the cluster: skipped")
-        for other in pod_spec.get("containers") or []:
-            if other.get("name") != container.get("name"):
-                notes.append(f"sidecar container {other.get('name')} is not run locally")
+        sidecars = tuple(
+            str(other.get("name"))
+            for other in pod_spec.get("containers") or []
+            if other.get("name") != container.get("name")
+        )
+        for name in sidecars:
+            notes.append(
+                f"warning: container {name} is a regular sidecar: on the cluster it keeps the pod Running after "
+                "training ends, so the pod never finishes (make it a native sidecar: initContainers with "
+                "restartPolicy: Always); it is not run locally"
+            )
         for init in pod_spec.get("initContainers") or []:
-            notes.append(f"init container {init.get('name')} is not run locally")
+            kind = "native sidecar" if init.get("restartPolicy") == "Always" else "init container"
+            notes.append(f"{kind} {init.get('name')} is not run locally")
         if container.get("workingDir"):
             notes.append(f"workingDir {container['workingDir']} is the image's; the pods run in --workdir")
         env = dict(base)
@@ -399,6 +408,7 @@ def build_pods(
                 env=env,
                 grace=float(grace) if grace is not None else DEFAULT_GRACE,
                 marker=env[MARKER_ENV],
+                sidecars=sidecars,
             )
         )
     return out, list(dict.fromkeys(notes))  # once per note, not once per pod

@@ -128,13 +128,16 @@ class LocalPod:
     marker: str
     proc: subprocess.Popen[bytes] | None = None
     reader: threading.Thread | None = None
-    state: str = "Pending"  # Pending, Running, Succeeded, Failed, Lost, Deleted
+    state: str = "Pending"  # Pending, Running, Succeeded, Failed, Lost, Deleted, Stuck
     start_at: float | None = 0.0  # seconds after the start; None: nothing scheduled
     started_at: float = 0.0
     restarts: int = 0  # the kubelet's in-place restarts (restartCount): OnFailure, Always
     recreated: int = 0  # deleted and created again by the operator: ExitCode
     exit_code: int | None = None
     starts: int = 0
+    # Regular containers beside the training container: on a cluster they keep the pod
+    # Running after training ends (they are not run here).
+    sidecars: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

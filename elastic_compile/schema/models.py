@@ -773,7 +773,8 @@ class PodTemplate(_Section):
         default_factory=dict,
         description="A PodSpec fragment (camelCase, as in Kubernetes): nodeSelector, tolerations, affinity, "
         "serviceAccountName, securityContext, volumes, containers. A container named pytorch is merged into the "
-        "training container; other containers are kept as sidecars.",
+        "training container; other containers become native sidecars (initContainers with restartPolicy: "
+        "Always), or the pod could never finish.",
     )
 
     @field_validator("spec")
@@ -794,7 +795,10 @@ class PodTemplate(_Section):
                     )
                 if field == "containers" and item.get("name") == contract.TRAINING_CONTAINER:
                     problems += _training_container_problems(item, index)
-                elif not (fragment and "image" not in item) and not _is_image(item.get("image")):
+                    continue
+                if item.get("name") == contract.TRAINING_CONTAINER:
+                    problems.append(((field, index, "name"), "pytorch is the training container's name; rename it"))
+                if not (fragment and "image" not in item) and not _is_image(item.get("image")):
                     what = "a sidecar" if field == "containers" else "an init container"
                     at: tuple[str | int, ...] = (field, index, "image") if "image" in item else (field, index)
                     problems.append(
@@ -1110,17 +1114,6 @@ class ElasticSpec(_Section):
                                 "would be ignored; remove one of them",
                             )
                         )
-                if field == "containers" and not training:
-                    for j, var in enumerate(container.get("env") or []):
-                        name = var.get("name") if isinstance(var, dict) else None
-                        if isinstance(name, str) and is_operator_env(name):
-                            problems.append(
-                                (
-                                    (*base, field, i, "env", j, "name"),
-                                    "set by the training operator "
-                                    "in every container, sidecars included; it would be overridden",
-                                )
-                            )
         grace = pod.get("terminationGracePeriodSeconds")
         if isinstance(grace, int) and not isinstance(grace, bool) and grace <= self.shutdown_timeout:
             problems.append(

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from elastic_compile.core.loader import dotted
 from elastic_compile.core.quantity import is_quantity, parse_quantity
 from elastic_compile.core.resources import HUGEPAGES_PREFIX, is_hugepages, is_native, overcommit_allowed
 
@@ -461,6 +462,16 @@ def _pod(pod: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
             except ValueError:
                 problems.append(((*loc, "dnsConfig", "nameservers", index), "must be an IP address"))
     _in_range(pod, "activeDeadlineSeconds", (1, _INT32_MAX), (loc, problems))
+    seen: dict[str, Loc] = {}
+    for field in ("containers", "initContainers"):
+        for i, c in enumerate(pod.get(field) or []):
+            name = c.get("name") if isinstance(c, dict) else None
+            if isinstance(name, str) and name in seen:
+                where = dotted(seen[name])
+                problems.append(((*loc, field, i, "name"), f"already the name of {where}; names are unique across "
+                                 "containers and initContainers (sidecars become init containers)"))  # fmt: skip
+            elif isinstance(name, str):
+                seen[name] = (field, i)
     if pod.get("hostNetwork") is True:
         for field in ("containers", "initContainers"):
             for i, c in enumerate(pod.get(field) or []):

@@ -7,8 +7,10 @@ Rules (they fix the three pod-template bugs of flytekit's plugin,
   container with that name is merged into it, the user's fields winning except the
   ones the compiler owns (name, image, command, args, resources: the schema rejects
   those with a pointer to the top-level field);
-* every other container is a sidecar and is copied untouched: the /dev/shm mount goes
-  on the training container only (flytekit mounts it on ``containers[0]``, whatever it is);
+* every other container is a sidecar, copied untouched except that it becomes a native
+  sidecar (an init container with ``restartPolicy: Always``, :func:`native_sidecar`), or the
+  pod could never finish; the /dev/shm mount goes on the training container only (flytekit
+  mounts it on ``containers[0]``, whatever it is);
 * no placeholder containers are invented, and if the user's training container already
   mounts /dev/shm we add neither volume nor mount (flytekit raises);
 * the user's input is deep-copied, never mutated (flytekit appends to the caller's
@@ -166,6 +168,24 @@ def training_container(
     return container, add_shm
 
 
+def native_sidecar(container: dict[str, Any]) -> dict[str, Any]:
+    """A sidecar as a Kubernetes native sidecar: an init container with ``restartPolicy: Always``.
+
+    A regular container beside ``pytorch`` keeps running after training ends, so the pod never
+    reaches Succeeded or Failed and the job never completes, holding its GPUs. A native sidecar
+    (Kubernetes >= 1.29) starts before the training container, after the pod's own init
+    containers (the order a regular container had), and the kubelet stops it once the training
+    container has exited, so the pod finishes. The operator appends no env to init containers.
+    """
+    return {**container, "restartPolicy": "Always"}
+
+
+def sidecar_names(spec: ElasticSpec) -> list[str]:
+    """The user's regular containers that the compiler makes native sidecars (for --explain)."""
+    containers = spec.pod_template.spec.get("containers") or []
+    return [str(c.get("name")) for c in containers if not _is_training(c)]
+
+
 def build_pod_template(
     spec: ElasticSpec,
     launch_args: Sequence[str],
@@ -186,9 +206,10 @@ def build_pod_template(
     sidecars = [c for c in user_containers if c is not user_training]
     training, add_shm = training_container(spec, user_training, launch_args, downward, shm_volume=shm_volume)
 
-    pod: dict[str, Any] = {"containers": [training, *sidecars]}
-    if "initContainers" in user_spec:
-        pod["initContainers"] = user_spec.pop("initContainers")
+    pod: dict[str, Any] = {"containers": [training]}
+    init = [*(user_spec.pop("initContainers", None) or []), *map(native_sidecar, sidecars)]
+    if init:
+        pod["initContainers"] = init
     volumes = list(user_spec.pop("volumes", None) or [])
     if add_shm:
         empty_dir: dict[str, Any] = {"medium": "Memory"}

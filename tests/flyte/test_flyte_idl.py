@@ -107,7 +107,7 @@ def _doubles(value: Any) -> Any:
 def test_pod_integers_become_doubles() -> None:
     pod = compile_flyte(spec_text(**CASES["pod-integers"]))["template"]["k8sPod"]["podSpec"]
     assert pod["securityContext"] == {"runAsUser": 1000.0}
-    assert pod["containers"][1]["ports"] == [{"containerPort": 8080.0}]
+    assert pod["initContainers"][0]["ports"] == [{"containerPort": 8080.0}]  # the sidecar, a native one
 
 
 def test_enum_and_zero_values_follow_proto3() -> None:

@@ -202,8 +202,11 @@ def test_sidecar_gets_no_shm_and_the_template_is_not_mutated(peers: dict[str, Pe
     # flytekit mounts /dev/shm on containers[0], the sidecar, and not on the training container.
     assert shm_mounts(peer.theirs) == ["logger"]
     assert shm_mounts(peer.ours) == ["pytorch"]
-    assert list(containers(peer.ours)) == ["pytorch", "logger"]  # the training container first
-    assert containers(peer.ours)["logger"] == SIDECAR
+    assert list(containers(peer.ours)) == ["pytorch"]
+    # flytekit keeps the sidecar a regular container, so the pod never finishes; ours is a
+    # native sidecar (an init container that restarts), copied otherwise as written.
+    [native] = peer.ours["template"]["k8sPod"]["podSpec"]["initContainers"]
+    assert native == {**SIDECAR, "restartPolicy": "Always"}
     assert peer.ours["template"]["k8sPod"]["podSpec"]["nodeSelector"] == {"pool": "a100"}
     # flytekit appended its volume and mount to the caller's PodTemplate; we copy ours.
     their_template = peer.case.task["pod_template"]

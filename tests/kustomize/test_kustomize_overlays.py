@@ -6,13 +6,14 @@ PyTorchJob and on the PodTemplate), and a worker count with a JSON6902 patch. Ev
 PyTorchJob must still pass the CRD schema and webhook checks.
 
 The base's ``openapi.json`` is what makes the strategic-merge patches safe:
-``test_without_openapi_a_patch_drops_the_sidecar`` shows what happens without it.
+``test_without_openapi_a_patch_replaces_the_containers_list`` shows what happens without it.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import re
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -103,7 +104,8 @@ def _pod_spec(doc: Mapping[str, Any], role: str = "Worker") -> dict[str, Any]:
 
 
 def _container(pod_spec: Mapping[str, Any], name: str = "pytorch") -> dict[str, Any]:
-    (found,) = (c for c in pod_spec["containers"] if c["name"] == name)
+    """A container by name; sidecars are native sidecars, in initContainers."""
+    (found,) = (c for c in [*pod_spec["containers"], *pod_spec.get("initContainers", [])] if c["name"] == name)
     return dict(found)
 
 
@@ -151,7 +153,8 @@ def _assert_patched(before: Mapping[str, Any], after: Mapping[str, Any]) -> None
     assert {"name": "dshm", "mountPath": "/dev/shm"} in new_c["volumeMounts"]
     assert [c for c in new["containers"] if c["name"] != "pytorch"] == [
         c for c in old["containers"] if c["name"] != "pytorch"
-    ], "sidecars kept"
+    ]
+    assert new.get("initContainers") == old.get("initContainers"), "sidecars kept"
     assert new["volumes"] == old["volumes"]
     # Nothing else in the object moved.
     expected = copy.deepcopy(dict(before))
@@ -225,7 +228,8 @@ def test_strategic_merge_on_the_job_and_the_podtemplate(
     for kind in ("PyTorchJob", "PodTemplate"):
         _assert_patched(before[kind], after[kind])
     if base == "sidecar":
-        assert [c["name"] for c in _pod_spec(after["PyTorchJob"])["containers"]] == ["pytorch", "log-shipper"]
+        assert [c["name"] for c in _pod_spec(after["PyTorchJob"])["containers"]] == ["pytorch"]
+        assert [c["name"] for c in _pod_spec(after["PyTorchJob"])["initContainers"]] == ["log-shipper"]
     _assert_accepted(*after.values())
 
 
@@ -251,8 +255,8 @@ def test_podtemplate_merges_as_with_the_builtin_schema(
                     "ports": [{"containerPort": 9090, "name": "metrics"}],
                     "volumeMounts": [{"name": "logs", "mountPath": "/logs", "readOnly": True}],
                 },
-                {"name": "log-shipper", "env": [{"name": "B", "value": "2"}]},
             ],
+            "initContainers": [{"name": "log-shipper", "env": [{"name": "B", "value": "2"}]}],
         }
     }
     patches = [{"patch": yaml.safe_dump(patch, sort_keys=False)}]
@@ -261,6 +265,8 @@ def test_podtemplate_merges_as_with_the_builtin_schema(
     assert ours["PodTemplate"] == builtin["PodTemplate"]
     mounts = _container(_pod_spec(ours["PodTemplate"]))["volumeMounts"]
     assert {"name": "logs", "mountPath": "/logs", "readOnly": True} in mounts and len(mounts) == 2
+    shipper = _container(_pod_spec(ours["PodTemplate"]), "log-shipper")
+    assert shipper["image"] == "fluent/fluent-bit:3.0" and shipper["env"] == [{"name": "B", "value": "2"}]
 
 
 def _without_openapi(base: Path, target: Path) -> Path:
@@ -273,19 +279,20 @@ def _without_openapi(base: Path, target: Path) -> Path:
     return target
 
 
-def test_without_openapi_a_patch_drops_the_sidecar(
+def test_without_openapi_a_patch_replaces_the_containers_list(
     tmp_path: Path, bases: dict[str, Path], kustomize_build: Build
 ) -> None:
     """Why openapi.json exists: kustomize does not know the CRD's merge keys and replaces the list.
 
-    The sidecar vanishes and ``pytorch`` keeps only what the patch says (no image, command,
-    args or mounts), silently: kustomize exits 0. The webhook check catches the missing image.
+    ``pytorch`` keeps only what the patch says (no image, command, args or mounts), silently:
+    kustomize exits 0. The webhook check catches the missing image. (The sidecar, a native
+    sidecar in initContainers, is in a list the patch does not touch.)
     """
     bare = _without_openapi(bases["sidecar"], tmp_path / "bare")
     job = _by_kind(kustomize_build(bare))["PyTorchJob"]
     after = _by_kind(kustomize_build(_write_overlay(tmp_path / "o", bare, patches=[{"patch": _job_patch(job)}])))
     containers = _pod_spec(after["PyTorchJob"])["containers"]
-    assert [c["name"] for c in containers] == ["pytorch"], "the sidecar is gone"
+    assert [c["name"] for c in containers] == ["pytorch"]
     assert set(containers[0]) == {"name", "env", "resources"}
     assert containers[0]["env"] == PYTORCH_PATCH["env"], "the compiled env is gone too"
     # The webhook rules alone (no CRD files needed) reject the result.
@@ -314,11 +321,11 @@ def test_an_overlay_openapi_replaces_the_base_one(
         tmp_path / "o", bases["sidecar"], patches=[{"patch": _job_patch(job)}], openapi={"path": "own.json"}
     )
     (overlay / "own.json").write_text('{"definitions": {}}\n')
-    containers = _pod_spec(_by_kind(kustomize_build(overlay))["PyTorchJob"])["containers"]
-    assert [c["name"] for c in containers] == ["pytorch"]
+    [pytorch] = _pod_spec(_by_kind(kustomize_build(overlay))["PyTorchJob"])["containers"]
+    assert "image" not in pytorch  # the list was replaced
     (overlay / "own.json").write_text(kustomize.openapi_text())
-    containers = _pod_spec(_by_kind(kustomize_build(overlay))["PyTorchJob"])["containers"]
-    assert [c["name"] for c in containers] == ["pytorch", "log-shipper"]
+    [pytorch] = _pod_spec(_by_kind(kustomize_build(overlay))["PyTorchJob"])["containers"]
+    assert pytorch["image"] == "ghcr.io/example/vit:1.2"  # merged by name
 
 
 # ------------------------------------------------------------------------------ (c) JSON6902
@@ -378,3 +385,39 @@ def test_one_base_per_spec_and_one_overlay_over_both(
     for before, after in zip(jobs, built, strict=True):
         _assert_patched(before, after)
     _assert_accepted(*built)
+
+
+# ------------------------------------------------------------------------------ the docs' own overlay
+
+
+def _doc_block(text: str, first_line: str) -> str:
+    """The fenced YAML block of docs/overlays.md that starts with ``first_line``."""
+    for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.S):
+        if block.startswith(first_line + "\n"):
+            return str(block)
+    raise AssertionError(f"docs/overlays.md has no block starting with {first_line!r}")
+
+
+def test_the_docs_overlay_builds_a_pod_that_can_finish(
+    tmp_path: Path, kustomize_build: Build, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/overlays.md's production overlay, as written, over the example's base: the sidecar is native."""
+    docs = (ROOT / "docs" / "overlays.md").read_text(encoding="utf-8")
+    deploy = tmp_path / "deploy"
+    assert main([str(EXAMPLE), "-t", "all", "-o", str(deploy / "base"), "--root", str(tmp_path)]) == 0
+    (deploy / "prod").mkdir()
+    for name in ("kustomization.yaml", "pytorch-env.yaml"):
+        (deploy / "prod" / name).write_text(_doc_block(docs, f"# deploy/prod/{name}"), encoding="utf-8")
+    built = _by_kind(kustomize_build(deploy / "prod"))
+    pod = _pod_spec(built["PyTorchJob"])
+    assert [c["name"] for c in pod["containers"]] == ["pytorch"]
+    assert pod["initContainers"] == [
+        {"image": "fluent/fluent-bit:3.0", "name": "log-shipper", "restartPolicy": "Always"}
+    ]
+    _assert_accepted(*built.values())
+    manifest = tmp_path / "prod.yaml"
+    manifest.write_text(yaml.safe_dump_all(built.values()), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["run", str(manifest), "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "native sidecar log-shipper is not run locally" in err and "regular sidecar" not in err, err
