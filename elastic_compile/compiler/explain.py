@@ -19,10 +19,6 @@ from elastic_compile.schema.models import NNodes
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS
 from elastic_compile.targets.pod import sidecar_names
 
-_DERIVED = {
-    "nproc_per_node": "derived: the GPUs requested per node, else 1",
-}
-
 
 def _default_note(description: str | None) -> str:
     """'default' plus the reason given in a field description ('Default 900, not ...')."""
@@ -63,7 +59,7 @@ def _lines(model: BaseModel, prefix: tuple[str, ...], compiled: Compiled) -> lis
         if compiled.loaded is not None and compiled.loaded.source(path) is not None:
             rows += _written(compiled.loaded, path, value, "")
             continue
-        source = _DERIVED[name] if name in _DERIVED and not prefix else _default_note(field.description)
+        source = compiled.spec.derived_note(".".join(path)) or _default_note(field.description)
         rows.append((".".join(path), _value(value), source))
     return rows
 

@@ -55,7 +55,7 @@ RULES: dict[str, Rule] = {
         Rule(
             "EC101",
             "nproc-gpu-mismatch",
-            "each worker process normally drives one GPU: more processes share GPUs, fewer leave GPUs idle",
+            "each worker process normally drives one accelerator: more processes share one, fewer leave some idle",
         ),
         Rule(
             "EC102",
@@ -317,12 +317,16 @@ def _pod_specs(node: Any, path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
 
 
 def _nproc_gpus(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
-    gpus = spec.resources.gpus()
+    units = spec.resources.accelerator_units()
     nproc = spec.nproc_per_node
-    # nproc_per_node is filled from the GPU count when omitted, so this fires only on a
-    # number (or cpu) the user wrote; auto and gpu resolve to the GPU count in the pod.
-    if gpus and (nproc == "cpu" or (isinstance(nproc, int) and nproc != gpus)):
-        yield Lint("EC101", ("nproc_per_node",), f"{nproc} processes per node but {gpus} GPUs requested")
+    # nproc_per_node is filled from the accelerator count when omitted, so this fires only on
+    # a number (or cpu) the user wrote; auto and gpu resolve to the device count in the pod.
+    if units and (nproc == "cpu" or (isinstance(nproc, int) and nproc != units)):
+        yield Lint(
+            "EC101",
+            ("nproc_per_node",),
+            f"{nproc} processes per node but {units} accelerators requested ({spec.resources.describe_accelerators()})",
+        )
 
 
 def _shm_memory(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
@@ -409,7 +413,7 @@ def _nproc_count(spec: ElasticSpec) -> int | None:
     if isinstance(nproc, int):
         return nproc
     if nproc in ("gpu", "auto"):
-        return spec.resources.gpus() or None  # auto without GPUs is one per CPU: never below
+        return spec.resources.accelerator_units() or None  # auto without devices is one per CPU: never below
     return None  # cpu: one process per CPU the node has, not per CPU requested
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from elastic_compile import contract
+from elastic_compile.core.resources import accelerator_counts
 from elastic_compile.localrun.kubelet import LOCAL_IP, Pod, config_map_mounts, expand, resolve_env
 from elastic_compile.localrun.process import (
     DEFAULT_GRACE,
@@ -205,17 +206,12 @@ def _replicas(job: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def requested_gpus(job: Mapping[str, Any]) -> int:
-    """GPUs per pod: the largest ``*gpu*`` resource (nvidia.com/gpu, amd.com/gpu, ...) of a training container."""
+    """Accelerator units per pod (nvidia.com/gpu, amd.com/gpu, ...): the most a training container asks for."""
     most = 0
     for replica in _replicas(job).values():
         resources = _pytorch_container(replica.get("template") or {}).get("resources") or {}
-        for section in ("limits", "requests"):
-            for name, value in (resources.get(section) or {}).items():
-                if "gpu" in str(name).lower():
-                    try:
-                        most = max(most, int(str(value)))
-                    except ValueError:
-                        continue
+        counts = accelerator_counts(resources.get("limits") or {}, resources.get("requests") or {})
+        most = max(most, sum(counts.values()))
     return most
 
 

@@ -22,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     Tag,
     ValidationInfo,
     WithJsonSchema,
@@ -32,7 +33,7 @@ from pydantic import (
 from elastic_compile import contract
 from elastic_compile import contract_values as cv
 from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
-from elastic_compile.core.resources import is_hugepages, is_native, overcommit_allowed
+from elastic_compile.core.resources import accelerator_counts, is_hugepages, is_native, overcommit_allowed
 from elastic_compile.core.scalars import source_text
 from elastic_compile.schema import podvalues
 from elastic_compile.schema.launchers import nested_launcher
@@ -366,13 +367,25 @@ class Resources(_Section):
             raise FieldProblems(problems)
         return self
 
-    def gpus(self) -> int:
-        """Requested NVIDIA GPUs per node (0 when none)."""
-        for key in (GPU_KEY, GPU_RESOURCE):
-            raw = self.requests.get(key) or self.limits.get(key)
-            if raw is not None:
-                return int(parse_quantity(raw))
-        return 0
+    def accelerators(self) -> dict[str, int]:
+        """Accelerator units requested per node, by Kubernetes resource name (``gpu`` is nvidia.com/gpu).
+
+        NVIDIA GPUs and MIG slices, AMD and Intel GPUs, Gaudi, AWS Neuron
+        (:data:`elastic_compile.core.resources.ACCELERATORS`): one worker process per unit.
+        """
+
+        def k8s(values: dict[str, str]) -> dict[str, str]:
+            return {GPU_RESOURCE if k == GPU_KEY else k: v for k, v in values.items()}
+
+        return accelerator_counts(k8s(self.requests), k8s(self.limits))
+
+    def accelerator_units(self) -> int:
+        """All accelerator units requested per node (0 when none)."""
+        return sum(self.accelerators().values())
+
+    def describe_accelerators(self) -> str:
+        """``amd.com/gpu: 8`` (for messages)."""
+        return ", ".join(f"{name}: {count}" for name, count in self.accelerators().items())
 
     def memory_limit(self) -> Decimal | None:
         """The memory limit in bytes, if any."""
@@ -919,6 +932,9 @@ class TrainJobSettings(_Section):
 class ElasticSpec(_Section):
     """elastic.yaml: one distributed PyTorch training job."""
 
+    # Fields the model validator fills from other fields, and why (for --explain).
+    _derived: dict[str, str] = PrivateAttr(default_factory=dict)
+
     schema_: Annotated[str | None, _text("$schema")] = Field(
         None, alias="$schema", description="JSON Schema URL for editors; ignored by the compiler."
     )
@@ -969,7 +985,8 @@ class ElasticSpec(_Section):
     nproc_per_node: NProc = Field(
         None,
         description="Worker processes per node: a number, or auto, gpu, cpu (resolved in the container). "
-        "Default: the GPUs requested per node, else 1, so that each process gets one GPU.",
+        "Default: the accelerators requested per node (nvidia.com/gpu and MIG slices, amd.com/gpu, Intel GPUs, "
+        "habana.ai/gaudi, AWS Neuron), else 1, so that each process gets one device.",
     )
     resources: Resources = Field(default_factory=Resources, description="Requests and limits per node.")
     shared_memory: Annotated[bool | str, BeforeValidator(_shared_memory)] = Field(
@@ -1266,12 +1283,31 @@ class ElasticSpec(_Section):
                             "also set in env; set it in one place",
                         )
                     )
+        if self.nproc_per_node == "gpu" and not self.resources.accelerator_units():
+            problems.append(
+                (
+                    ("nproc_per_node",),
+                    "gpu counts the accelerators in the pod, and resources requests none: the pod gets no device "
+                    "and elastic-launch refuses to start; request one (resources.requests.gpu, amd.com/gpu, ...) "
+                    "or give a number",
+                )
+            )
         if problems:
             raise FieldProblems(problems)
         if self.nproc_per_node is None:
             # Filled here so that --explain, the plan and the JSON view all see one value.
-            object.__setattr__(self, "nproc_per_node", self.resources.gpus() or 1)
+            units = self.resources.accelerator_units()
+            object.__setattr__(self, "nproc_per_node", units or 1)
+            self._derived["nproc_per_node"] = (
+                f"derived: one per accelerator requested per node ({self.resources.describe_accelerators()})"
+                if units
+                else "derived: 1, no accelerator is requested"
+            )
         return self
+
+    def derived_note(self, path: str) -> str | None:
+        """Why the compiler filled the field at ``path`` (dotted) from other fields, or None."""
+        return self._derived.get(path)
 
 
 def nested_model(annotation: Any) -> type[BaseModel] | None:
