@@ -389,6 +389,8 @@ spec:
   nprocPerNode: '1'
   runPolicy:
     cleanPodPolicy: Running
+    schedulingPolicy:
+      minAvailable: 1
   pytorchReplicaSpecs:
     Worker:
       replicas: 2
@@ -463,7 +465,8 @@ spec:
 def test_canonical_job() -> None:
     """An elastic 1:2 job with one GPU per node: Worker-only, elasticPolicy, launcher args, /dev/shm.
 
-    - nnodes 1:2 -> elasticPolicy min 1, max 2, and replicas 2 (the job starts full);
+    - nnodes 1:2 -> elasticPolicy min 1, max 2, and replicas 2 (the job starts full), and a gang
+      scheduler's minAvailable 1 (not every replica);
     - the topology reaches the pods as the operator's PET_* env, so the launcher args
       hold only timeouts; the user's argv follows ``--`` and ``1e-4`` stays text;
     - gpu: 1 -> nvidia.com/gpu with limit == request, and nprocPerNode "1" (one per GPU);

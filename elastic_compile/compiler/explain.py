@@ -17,7 +17,7 @@ from elastic_compile.core.errors import printable
 from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.schema.models import NNodes
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS
-from elastic_compile.targets.pod import sidecar_names
+from elastic_compile.targets.pod import HOST_NETWORK_DNS, host_network_dns, sidecar_names
 
 
 def _default_note(description: str | None) -> str:
@@ -116,6 +116,11 @@ def explain(compiled: Compiled) -> str:
     )
     training = plan.pod_template["spec"]["containers"][0]
     out.append(_command_line(training["command"], training["args"]))
+    if host_network_dns(compiled.spec):
+        out.append(
+            f"# dnsPolicy: {HOST_NETWORK_DNS}: with hostNetwork, ClusterFirst would give the pod the node's DNS, where "
+            f"{compiled.spec.name}-worker-0 (the rendezvous) does not resolve\n"
+        )
     for name in sidecar_names(compiled.spec):
         out.append(
             f"# sidecar {name}: a native sidecar (initContainers, restartPolicy: Always; Kubernetes >= 1.29): as a "

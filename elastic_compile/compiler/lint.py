@@ -124,6 +124,11 @@ RULES: dict[str, Rule] = {
             "worker-0 by that name",
         ),
         Rule(
+            "EC115",
+            "ignored-on-one-node",
+            "a single-node job has no elasticPolicy, and elastic-launch rendezvouses on localhost",
+        ),
+        Rule(
             "EC116",
             "torchrun-exit-codes",
             "torchrun exits 1 for every failure, so ExitCode takes a preemption or an OOM kill for a bug in the code",
@@ -795,6 +800,20 @@ def _readiness_probe(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
         )
 
 
+def _one_node(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
+    if spec.nnodes.max > 1:
+        return
+    written = spec.rdzv.model_fields_set & {"backend", "host", "port"}
+    if spec.rdzv.backend == "c10d":
+        written.discard("backend")  # what a single node uses anyway
+    for field in sorted(written, key=("backend", "host", "port").index):
+        yield Lint(
+            "EC115",
+            ("rdzv", field),
+            f"rdzv.{field} is ignored with nnodes 1; it applies when nnodes is above 1",
+        )
+
+
 _CHECKS = (
     _nproc_gpus,
     _shm_memory,
@@ -811,4 +830,5 @@ _CHECKS = (
     _torchrun_exit_codes,
     _torchrun_cpus,
     _readiness_probe,
+    _one_node,
 )

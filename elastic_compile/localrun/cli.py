@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NoReturn, TextIO
@@ -72,6 +72,7 @@ from elastic_compile.localrun.process import (
     port_busy,
     use_image_python,
 )
+from elastic_compile.schema.models import KUEUE_QUEUE_LABEL
 
 # --------------------------------------------------------------------------- options
 
@@ -328,6 +329,17 @@ def _trainer_job(
     return job, notes, pod_notes, rules.suspended
 
 
+def _queue_notes(job: Mapping[str, Any]) -> list[str]:
+    """What Kueue and MultiKueue would do with the job before any pod exists."""
+    notes = []
+    queue = ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+    if queue:
+        notes.append(f"Kueue queue {queue}: the cluster would hold the job until the queue admits it; run starts it")
+    if ((job.get("spec") or {}).get("runPolicy") or {}).get("managedBy") == "kueue.x-k8s.io/multikueue":
+        notes.append("runPolicy.managedBy is MultiKueue's: a worker cluster's operator would run the job; run plays it")
+    return notes
+
+
 def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """``elastic-compile run ARGV``; returns the exit code (see the module docstring)."""
     # The pods' ConfigMap volumes (the bundled launcher's) live here while the job runs.
@@ -370,6 +382,7 @@ def _main(argv: Sequence[str], out: TextIO, err: TextIO, mounts: Path) -> int:
                 # Job() checks the --kill pod names.
                 job = Job(pods, rules, opts, workdir, printer, store=store_host(job_doc, pods), network=network)
                 suspended = bool((job_doc["spec"].get("runPolicy") or {}).get("suspend"))
+                notes += _queue_notes(job_doc)
             pod_notes += mount_config_maps(job.pods, source.config_maps, mounts)
             if opts.python is not None:
                 pod_notes += use_image_python(job.pods, opts.python)

@@ -70,6 +70,10 @@ T = typing.TypeVar("T")
 #: The CRD's int32 fields (runPolicy counts and seconds) cannot hold more.
 INT32_MAX = 2**31 - 1
 
+#: Kueue admits a job by these labels on the job object (not runPolicy.schedulingPolicy.queue).
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
 #: The short resource key users write for NVIDIA GPUs, and what it means on Kubernetes.
 GPU_KEY = "gpu"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -642,7 +646,11 @@ Env = Annotated[
 class Scheduling(_Section):
     """Gang scheduling (runPolicy.schedulingPolicy); used only when the operator runs a gang scheduler."""
 
-    queue: Annotated[str | None, _text("queue")] = Field(None, description="Volcano/Kueue queue. Default: none.")
+    queue: Annotated[str | None, _text("queue")] = Field(
+        None,
+        description="The gang scheduler's queue (the PodGroup's, e.g. Volcano's). Kueue does not read it: use "
+        "kueue.queue. Default: none.",
+    )
     priority_class: Annotated[str | None, _text("priority_class")] = Field(
         None, description="PriorityClass of the PodGroup. Default: none."
     )
@@ -650,7 +658,9 @@ class Scheduling(_Section):
         None,
         ge=1,
         le=INT32_MAX,
-        description="Pods that must be schedulable together. Default: the operator's, all replicas.",
+        description="Pods that must be schedulable together. Default: nnodes MIN for an elastic range (the "
+        "operator's own default, every replica, would keep a shrunk job pending until MAX pods fit); the "
+        "operator's, all replicas, for a fixed size.",
     )
     schedule_timeout_seconds: int | None = Field(
         None, ge=1, le=INT32_MAX, description="How long the gang may wait to be scheduled. Default: the scheduler's."
@@ -680,8 +690,46 @@ class RunPolicy(_Section):
         "With ExitCode a failed pod is recreated instead, with a restart count of 0, so this never counts it "
         "(kubeflow/trainer#2045): bound such a job with active_deadline_seconds. Default: no limit.",
     )
-    scheduling: Scheduling | None = Field(None, description="Gang scheduling. Default: none.")
+    scheduling: Scheduling | None = Field(
+        None, description="Gang scheduling. Default: none, except min_available for an elastic range."
+    )
     suspend: bool = Field(False, description="Create the job suspended (no pods). Default false.")
+    managed_by: Literal["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"] | None = Field(
+        None,
+        description="Which controller runs the job (runPolicy.managedBy, training-operator 1.9+): "
+        "kueue.x-k8s.io/multikueue lets MultiKueue dispatch it to a worker cluster (the local operator then "
+        "leaves it alone; it needs kueue.queue). Default: unset, the training operator.",
+    )
+
+
+_KUEUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def _kueue_name(value: Any) -> str:
+    name = _strict_text(value, "a Kueue name")
+    # An object name that also goes in a label value: both rules at once.
+    if len(name) > 63 or not _KUEUE_NAME.match(name):
+        raise ValueError("a lower-case name of at most 63 letters, digits, '-' and '.' (it becomes a label value)")
+    return name
+
+
+class Kueue(_Model):
+    """Kueue admission: Kueue reads labels on the job, not runPolicy.schedulingPolicy."""
+
+    queue: Annotated[str, BeforeValidator(_kueue_name)] = Field(
+        description="The LocalQueue in the job's namespace (label kueue.x-k8s.io/queue-name). Kueue keeps the "
+        "job suspended until the queue admits it."
+    )
+    priority_class: Annotated[str | None, BeforeValidator(_kueue_name)] = Field(
+        None, description="A WorkloadPriorityClass (label kueue.x-k8s.io/priority-class). Default: none."
+    )
+
+    def labels(self) -> dict[str, str]:
+        """The labels Kueue reads on the job."""
+        out = {KUEUE_QUEUE_LABEL: self.queue}
+        if self.priority_class is not None:
+            out[KUEUE_PRIORITY_LABEL] = self.priority_class
+        return out
 
 
 # --------------------------------------------------------------------------- workload
@@ -1047,6 +1095,7 @@ class ElasticSpec(_Section):
         "pod network. Default false: it needs a CNI that enforces NetworkPolicy, and it cuts ingress that clusters "
         "often rely on (metrics scrapes, service meshes); see docs/security.md.",
     )
+    kueue: Kueue | None = Field(None, description="Kueue admission: the job's LocalQueue. Default: none.")
     flyte: FlyteTarget | None = Field(None, description="Flyte registration target for -t flyte.")
     trainjob: TrainJobSettings = Field(
         default_factory=TrainJobSettings, description="Kubeflow Trainer v2 settings for -t trainjob."
@@ -1283,6 +1332,7 @@ class ElasticSpec(_Section):
                             "also set in env; set it in one place",
                         )
                     )
+        problems += self._network_problems() + self._queue_problems()
         if self.nproc_per_node == "gpu" and not self.resources.accelerator_units():
             problems.append(
                 (
@@ -1294,8 +1344,65 @@ class ElasticSpec(_Section):
             )
         if problems:
             raise FieldProblems(problems)
+        # Filled here so that --explain, the plan and the JSON view all see one value.
+        self._fill_derived()
+        return self
+
+    def _declared_port(self) -> tuple[tuple[str | int, ...], int] | None:
+        """The containerPort the user named pytorchjob-port on pod_template's pytorch container, and where."""
+        for i, c in enumerate(self.pod_template.spec.get("containers") or []):
+            if not isinstance(c, dict) or c.get("name") != contract.TRAINING_CONTAINER:
+                continue
+            for j, port in enumerate(c.get("ports") or []):
+                number = port.get("containerPort") if isinstance(port, dict) else None
+                if port.get("name") == contract.OPERATOR_PORT_NAME and isinstance(number, int):
+                    return ("pod_template", "spec", "containers", i, "ports", j, "containerPort"), number
+        return None
+
+    def _network_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """The rendezvous port and host networking: what the operator and the cluster's DNS make of them."""
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        declared = self._declared_port()
+        if declared is not None and self.rdzv.port is not None and declared[1] != self.rdzv.port:
+            problems.append(
+                (
+                    declared[0],
+                    f"the operator points the rendezvous at the port named {contract.OPERATOR_PORT_NAME}, and "
+                    f"rdzv.port says {self.rdzv.port}; give one of them",
+                )
+            )
+        pod = self.pod_template.spec
+        policy = pod.get("dnsPolicy")
+        at_worker_0 = self.nnodes.max > 1 and self.rdzv.backend == "c10d" and self.rdzv.host is None
+        if pod.get("hostNetwork") is True and policy in ("ClusterFirst", "Default") and at_worker_0:
+            problems.append(
+                (
+                    ("pod_template", "spec", "dnsPolicy"),
+                    f"with hostNetwork, dnsPolicy {policy} gives the pod the node's DNS, where {self.name}-worker-0 "
+                    "(the rendezvous) does not resolve; use ClusterFirstWithHostNet, or leave dnsPolicy out",
+                )
+            )
+        return problems
+
+    def _queue_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        if self.kueue is not None:
+            for label in self.kueue.labels():
+                if label in self.labels:
+                    problems.append((("labels", label, "[key]"), "set by kueue; give it in one place"))
+        if self.run_policy.managed_by == "kueue.x-k8s.io/multikueue" and self.kueue is None:
+            problems.append(
+                (
+                    ("run_policy", "managed_by"),
+                    "MultiKueue dispatches only jobs queued in Kueue: set kueue.queue (a LocalQueue whose "
+                    "ClusterQueue has the MultiKueue admission check)",
+                )
+            )
+        return problems
+
+    def _fill_derived(self) -> None:
+        """Defaults that depend on other fields, each recorded with its reason for --explain."""
         if self.nproc_per_node is None:
-            # Filled here so that --explain, the plan and the JSON view all see one value.
             units = self.resources.accelerator_units()
             object.__setattr__(self, "nproc_per_node", units or 1)
             self._derived["nproc_per_node"] = (
@@ -1303,7 +1410,22 @@ class ElasticSpec(_Section):
                 if units
                 else "derived: 1, no accelerator is requested"
             )
-        return self
+        declared = self._declared_port()
+        if self.rdzv.port is None and declared is not None:
+            object.__setattr__(self.rdzv, "port", declared[1])
+            self._derived["rdzv.port"] = (
+                f"derived: the port named {contract.OPERATOR_PORT_NAME} in pod_template, which the operator points "
+                "the rendezvous at"
+            )
+        if self.nnodes.elastic:
+            scheduling = self.run_policy.scheduling
+            if scheduling is None or scheduling.min_available is None:
+                filled = (scheduling or Scheduling()).model_copy(update={"min_available": self.nnodes.min})
+                object.__setattr__(self.run_policy, "scheduling", filled)
+                self._derived["run_policy.scheduling.min_available"] = (
+                    f"derived: nnodes MIN, {self.nnodes.min}: a gang of every replica ({self.nnodes.max}) would keep "
+                    "a shrunk job pending until all of them fit"
+                )
 
     def derived_note(self, path: str) -> str | None:
         """Why the compiler filled the field at ``path`` (dotted) from other fields, or None."""

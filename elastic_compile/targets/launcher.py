@@ -75,6 +75,8 @@ def launcher_args(
     if not (spec.nnodes.max > 1 if policy_injected is None else policy_injected):
         # Nothing injects these (no elasticPolicy on one node, none at all in Trainer v2): bake them.
         args += [contract.OPT_MAX_RESTARTS, str(spec.max_restarts)]
+        if rdzv.id is not None:
+            args += [contract.OPT_RDZV_ID, rdzv.id]
         if rdzv.conf:
             args += [contract.OPT_RDZV_CONF, ",".join(f"{k}={v}" for k, v in rdzv.conf.items())]
     args += rendezvous

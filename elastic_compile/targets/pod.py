@@ -180,6 +180,15 @@ def native_sidecar(container: dict[str, Any]) -> dict[str, Any]:
     return {**container, "restartPolicy": "Always"}
 
 
+HOST_NETWORK_DNS = "ClusterFirstWithHostNet"
+
+
+def host_network_dns(spec: ElasticSpec) -> bool:
+    """Whether the compiler sets dnsPolicy ClusterFirstWithHostNet: hostNetwork without a dnsPolicy of its own."""
+    pod = spec.pod_template.spec
+    return pod.get("hostNetwork") is True and "dnsPolicy" not in pod
+
+
 def sidecar_names(spec: ElasticSpec) -> list[str]:
     """The user's regular containers that the compiler makes native sidecars (for --explain)."""
     containers = spec.pod_template.spec.get("containers") or []
@@ -221,6 +230,10 @@ def build_pod_template(
     if volumes:
         pod["volumes"] = volumes
     pod["terminationGracePeriodSeconds"] = user_spec.pop("terminationGracePeriodSeconds", grace_seconds)
+    if host_network_dns(spec):
+        # With the node's network, ClusterFirst falls back to the node's DNS, where
+        # <job>-worker-0, the rendezvous, does not resolve.
+        pod["dnsPolicy"] = HOST_NETWORK_DNS
     pod.update(user_spec)
 
     metadata: dict[str, Any] = {}

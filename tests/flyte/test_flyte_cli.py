@@ -106,7 +106,7 @@ def test_settings_flyte_cannot_carry_are_located_errors(
 
 
 def test_one_run_reports_every_problem(write_spec: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    path = write_spec(nnodes=2, nproc_per_node="gpu", rdzv={"host": "h", "id": "x"})
+    path = write_spec(nnodes=2, nproc_per_node="gpu", resources={"requests": {"gpu": 1}}, rdzv={"host": "h", "id": "x"})
     code, _, err = run(capsys, str(path), "-t", "flyte")
     assert code == 2
     assert [line.split(": ")[1] for line in err.splitlines()] == ["nproc_per_node", "rdzv.host", "rdzv.id"]
@@ -121,7 +121,8 @@ def test_defaults_flyte_cannot_carry_are_accepted() -> None:
 
 def test_single_node_gets_the_topology_as_options() -> None:
     """No operator runs for a plain pod task, so nothing injects PET_NPROC_PER_NODE."""
-    template = compile_flyte(spec_text(nproc_per_node="gpu", rdzv={"conf": {"is_host": "true"}}))["template"]
+    text = spec_text(nproc_per_node="gpu", resources={"requests": {"gpu": 1}}, rdzv={"conf": {"is_host": "true"}})
+    template = compile_flyte(text)["template"]
     args = template["k8sPod"]["podSpec"]["containers"][0]["args"]
     assert template["type"] == "python-task" and "custom" not in template
     assert args[:4] == ["--nproc-per-node", "gpu", "--rdzv-conf", "is_host=true"]

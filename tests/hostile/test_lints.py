@@ -92,6 +92,7 @@ FIRES.append(
         "t-worker-0's name does not resolve",
     )
 )
+FIRES.append(("EC115", BASE + "rdzv: {host: store.example}\n", "4:14: rdzv.host", "ignored with nnodes 1"))
 FIRES.append(("EC111", BASE + 'env: {A: "$(B)", B: b}\n', "4:10: env.A", "$(B) in A stays literal"))
 FIRES.append(("EC116", BASE + "launcher: torchrun\n", "4:11: launcher", "every failure is permanent"))
 FIRES.append(
@@ -174,6 +175,7 @@ def test_codes_are_stable() -> None:
         "EC112": "invisible-text",
         "EC113": "hard-to-review-value",
         "EC114": "readiness-probe-on-training",
+        "EC115": "ignored-on-one-node",
         "EC116": "torchrun-exit-codes",
         "EC117": "torchrun-counts-node-cpus",
     }
@@ -239,7 +241,7 @@ def test_unknown_code_in_the_spec_is_a_located_error(cli: Cli) -> None:
     assert status == 2 and out == ""
     assert err == (
         f"{cli.spec}:4:23: lint.EC1O4: unknown lint code EC1O4; known codes: "
-        "EC101, EC102, EC103, EC104, EC105, EC106, EC107, EC108, EC109, EC110, EC111, EC112, EC113, EC114, "
+        "EC101, EC102, EC103, EC104, EC105, EC106, EC107, EC108, EC109, EC110, EC111, EC112, EC113, EC114, EC115, "
         "EC116, EC117 (given: EC1O4)\n"
     )
 
@@ -254,7 +256,7 @@ def test_unknown_ignore_is_a_usage_error(cli: Cli) -> None:
     assert (status, out) == (2, "")
     assert err == (
         "elastic-compile: error: --ignore: unknown lint code ec104; known codes: "
-        "EC101, EC102, EC103, EC104, EC105, EC106, EC107, EC108, EC109, EC110, EC111, EC112, EC113, EC114, "
+        "EC101, EC102, EC103, EC104, EC105, EC106, EC107, EC108, EC109, EC110, EC111, EC112, EC113, EC114, EC115, "
         "EC116, EC117\n"
     )
 

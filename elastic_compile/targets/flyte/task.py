@@ -151,8 +151,12 @@ def flyte_problems(spec: ElasticSpec, *, flytekit: bool = False) -> list[tuple[F
             "Flyte's elastic tasks run workers with restartPolicy Never (a failed pod fails "
             "the job; Flyte retries rerun it); use ExitCode or Never",
         )
-    if rp.scheduling is not None:
+    if "scheduling" in rp.model_fields_set:  # not our elastic-range default: Flyte cannot carry it either
         problem("run_policy", "scheduling", "Flyte's RunPolicy has no schedulingPolicy; remove it")
+    if rp.managed_by is not None:
+        problem("run_policy", "managed_by", "Flyte's RunPolicy has no managedBy; remove it")
+    if spec.kueue is not None:
+        problem("kueue", "Flyte creates the PyTorchJob itself; set Kueue's queue-name label through Flyte's labels")
     if rp.suspend:
         problem("run_policy", "suspend", "Flyte's RunPolicy cannot create a suspended job; remove it")
     for field, name in (("ttl_seconds_after_finished", "ttlSecondsAfterFinished"), ("backoff_limit", "backoffLimit")):

@@ -93,6 +93,8 @@ def run_policy(spec: ElasticSpec) -> dict[str, Any]:
             out["schedulingPolicy"] = policy
     if rp.suspend:
         out["suspend"] = True
+    if rp.managed_by is not None:
+        out["managedBy"] = rp.managed_by
     return out
 
 
@@ -102,7 +104,7 @@ def spec_to_plan(spec: ElasticSpec) -> Plan:
     return Plan(
         name=spec.name,
         namespace=spec.namespace,
-        labels=dict(spec.labels),
+        labels={**spec.labels, **(spec.kueue.labels() if spec.kueue is not None else {})},
         annotations=dict(spec.annotations),
         # Worker-only for every layout: Master + elasticPolicy gets the wrong PET_NNODES and
         # both env sets (kubeflow/trainer#2277); replicas = max so the HPA-less job starts full.
