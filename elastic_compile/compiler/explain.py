@@ -12,12 +12,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from elastic_compile import contract
 from elastic_compile.compiler.pipeline import Compiled
 from elastic_compile.core.errors import printable
 from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.schema.models import NNodes
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS
-from elastic_compile.targets.pod import HOST_NETWORK_DNS, host_network_dns, sidecar_names
+from elastic_compile.targets.pod import HOST_NETWORK_DNS, SCRATCH_VOLUME, host_network_dns, needs_scratch, sidecar_names
 
 
 def _default_note(description: str | None) -> str:
@@ -120,6 +121,11 @@ def explain(compiled: Compiled) -> str:
         out.append(
             f"# dnsPolicy: {HOST_NETWORK_DNS}: with hostNetwork, ClusterFirst would give the pod the node's DNS, where "
             f"{compiled.spec.name}-worker-0 (the rendezvous) does not resolve\n"
+        )
+    if needs_scratch(compiled.spec):
+        out.append(
+            f"# {contract.SCRATCH_MOUNT}: an emptyDir ({SCRATCH_VOLUME}): readOnlyRootFilesystem leaves the image's "
+            f"{contract.SCRATCH_MOUNT} read-only, and elastic-launch and Python's tempfile need a writable one\n"
         )
     for name in sidecar_names(compiled.spec):
         out.append(

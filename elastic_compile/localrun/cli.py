@@ -39,8 +39,10 @@ the whole story.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -52,7 +54,7 @@ from typing import IO, Any, NoReturn, TextIO
 
 from elastic_compile.core.errors import SpecError, printable
 from elastic_compile.core.loader import MAX_BYTES, load_documents
-from elastic_compile.localrun import kubeflow, trainer
+from elastic_compile.localrun import kubeflow, rootfs, trainer
 from elastic_compile.localrun.job import Job, summary
 from elastic_compile.localrun.kubeflow import CLEAN_POD_POLICIES, Rules, build_pods, check_job, fit_job, store_host
 from elastic_compile.localrun.netns import LoopbackNetwork, NetworkError
@@ -287,6 +289,42 @@ def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
     return Source(jobs[0], label, directory, runtime, config_maps)
 
 
+def _read_only_scratch(job: Mapping[str, Any], notes: list[str]) -> Path | None:
+    """A directory for the pods' writable volumes under a read-only root (None: not asked for, or not possible)."""
+    if not kubeflow.read_only_root(job):
+        return None
+    why = rootfs.probe()
+    if why is not None:
+        notes.append(
+            f"warning: readOnlyRootFilesystem is not emulated on this machine ({why}): the pods can write anywhere"
+        )
+        return None
+    scratch = Path(tempfile.mkdtemp(prefix="elastic-compile-run-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    return scratch
+
+
+def working_directory(job: Mapping[str, Any], chosen: Path | None, default: Path) -> tuple[Path, str | None]:
+    """Where the pods run, and a note on the container's workingDir.
+
+    ``--workdir`` wins; else the training container's workingDir when this machine has that
+    directory (the image's files, at the path the image has them); else the file's directory,
+    standing for the image's.
+    """
+    working = kubeflow.training_container(job).get("workingDir")
+    if chosen is not None:
+        workdir = chosen.resolve()
+        if not workdir.is_dir():
+            raise RunError(f"--workdir {workdir}: not a directory")
+        note = f"--workdir {workdir} stands for the container's workingDir {working}" if working else None
+        return workdir, note
+    if isinstance(working, str) and working.startswith("/") and Path(working).is_dir():
+        return Path(working).resolve(), f"the pods run in the container's workingDir {working}"
+    if working:
+        return default, f"workingDir {working} does not exist here: the pods run in {default}, which stands for it"
+    return default, None
+
+
 def dry_run_view(pods: Sequence[LocalPod], workdir: Path, notes: Sequence[str]) -> dict[str, Any]:
     """What ``--dry-run`` prints: each pod's command and environment (without the per-run marker)."""
     return {
@@ -373,9 +411,12 @@ def _main(argv: Sequence[str], out: TextIO, err: TextIO, mounts: Path) -> int:
                 )
             else:
                 job_doc, notes = fit_job(source.job, opts, gpus=gpus, cpus=local_cpus(), is_busy=busy)
-                if not workdir.is_dir():
-                    raise RunError(f"--workdir {workdir}: not a directory")
-                pods, pod_notes = build_pods(job_doc, environ=os.environ, gpus=gpus, token=token, given=dict(opts.env))
+                workdir, note = working_directory(job_doc, opts.workdir, source.directory)
+                notes += [note] if note else []
+                scratch = _read_only_scratch(job_doc, notes)
+                pods, pod_notes = build_pods(
+                    job_doc, environ=os.environ, gpus=gpus, token=token, given=dict(opts.env), scratch=scratch
+                )
                 rules = Rules.of(job_doc)
                 if rules.clean_pod_policy not in CLEAN_POD_POLICIES:
                     raise RunError(f"runPolicy.cleanPodPolicy: expected one of {', '.join(CLEAN_POD_POLICIES)}")

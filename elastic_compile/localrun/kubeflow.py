@@ -16,10 +16,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from elastic_compile import contract
 from elastic_compile.core.resources import accelerator_counts
+from elastic_compile.localrun import rootfs
 from elastic_compile.localrun.kubelet import LOCAL_IP, Pod, config_map_mounts, expand, resolve_env
 from elastic_compile.localrun.process import (
     DEFAULT_GRACE,
@@ -193,6 +195,12 @@ def check_job(job: Mapping[str, Any], label: str) -> None:
         raise RunError("\n".join(f"{label}: {p}" for p in problems))
 
 
+def training_container(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The first replica's training container (``pytorch``, else its first container)."""
+    first: Mapping[str, Any] = next(iter(_replicas(job).values()), {})
+    return _pytorch_container(first.get("template") or {})
+
+
 def _pytorch_container(template: Mapping[str, Any]) -> Mapping[str, Any]:
     containers = (template.get("spec") or {}).get("containers") or []
     for c in containers:
@@ -329,6 +337,34 @@ def _describe_ref(container: Mapping[str, Any], name: str) -> str:
     return "valueFrom"
 
 
+def read_only_root(job: Mapping[str, Any]) -> bool:
+    """Whether a training container asks for a read-only root filesystem."""
+    return any(
+        (_pytorch_container(r.get("template") or {}).get("securityContext") or {}).get("readOnlyRootFilesystem") is True
+        for r in _replicas(job).values()
+    )
+
+
+def _writable_volumes(
+    pod_spec: Mapping[str, Any], container: Mapping[str, Any], scratch: Path
+) -> list[tuple[str, str]]:
+    """(a fresh directory, its mount path) for each emptyDir the container mounts writable, at a path this machine has.
+
+    /dev is left as it is (the host's /dev/shm is a writable tmpfs, as the pod's is).
+    """
+    empty = {v.get("name") for v in pod_spec.get("volumes") or [] if isinstance(v, dict) and "emptyDir" in v}
+    binds = []
+    for index, mount in enumerate(container.get("volumeMounts") or []):
+        path = str(mount.get("mountPath", ""))
+        if mount.get("name") not in empty or mount.get("readOnly") or path.startswith("/dev/"):
+            continue
+        if Path(path).is_dir():
+            source = scratch / f"volume-{index}"
+            source.mkdir(parents=True, exist_ok=True)
+            binds.append((str(source), path))
+    return binds
+
+
 def build_pods(
     job: Mapping[str, Any],
     *,
@@ -336,6 +372,7 @@ def build_pods(
     gpus: Sequence[str],
     token: str,
     given: Mapping[str, str] | None = None,
+    scratch: Path | None = None,
 ) -> tuple[list[LocalPod], list[str]]:
     """The local pods of ``job`` (operator env + container env + what this machine stands in for).
 
@@ -343,6 +380,9 @@ def build_pods(
     only from ``given`` (``--env NAME=VALUE``), never from ``environ``: a shell's
     variables (a CI runner's tokens) reach a pod only when the user names them. From
     ``environ`` come only what an image would bring (:data:`BASE_ENV`).
+
+    With ``scratch`` (a directory run owns), a container that asks for a read-only root gets
+    one (:mod:`elastic_compile.localrun.rootfs`), its emptyDir volumes fresh directories in it.
     """
     notes: list[str] = []
     computed = pods(job, local=True, lookup=given or {})
@@ -387,8 +427,6 @@ def build_pods(
         for init in pod_spec.get("initContainers") or []:
             kind = "native sidecar" if init.get("restartPolicy") == "Always" else "init container"
             notes.append(f"{kind} {init.get('name')} is not run locally")
-        if container.get("workingDir"):
-            notes.append(f"workingDir {container['workingDir']} is the image's; the pods run in --workdir")
         env = dict(base)
         env["HOSTNAME"] = pod.name  # the kubelet sets it to the pod name
         env.update(pod.env)
@@ -397,10 +435,19 @@ def build_pods(
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[i * per_pod : (i + 1) * per_pod])
         env[MARKER_ENV] = f"{token}/{pod.name}"
         grace = pod_spec.get("terminationGracePeriodSeconds")
+        argv = local_argv(pod.argv, env["PATH"])
+        if scratch is not None and (container.get("securityContext") or {}).get("readOnlyRootFilesystem") is True:
+            binds = _writable_volumes(pod_spec, container, scratch / pod.name)
+            argv = rootfs.wrap(argv, binds)
+            shown = ", ".join(target for _, target in binds) or "none"
+            notes.append(
+                "read-only root filesystem (readOnlyRootFilesystem): every mount of this machine is read-only in "
+                f"the pods but /proc, /sys, /dev and their emptyDir volumes ({shown})"
+            )
         out.append(
             LocalPod(
                 pod=pod,
-                argv=local_argv(pod.argv),
+                argv=argv,
                 env=env,
                 grace=float(grace) if grace is not None else DEFAULT_GRACE,
                 marker=env[MARKER_ENV],

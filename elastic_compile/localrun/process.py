@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -144,21 +145,22 @@ class LocalPod:
         return self.pod.name
 
 
-def local_argv(argv: Sequence[str]) -> list[str]:
-    """The pod's command as run here: ``elastic-launch`` and ``python`` are this interpreter's.
+def local_argv(argv: Sequence[str], path: str | None = None) -> list[str]:
+    """The pod's command as run here: exactly the manifest's, its program found on the pod's ``path``.
 
-    The image would have its own Python on PATH; locally that is the one running this
-    command, with elastic-compile (and torch) installed.
+    The pod's PATH starts with this interpreter's bin directory (:func:`base_env`), so
+    ``elastic-launch`` is the console script installed beside it and ``python`` is this
+    interpreter, as the image's would be. Not ``python -m elastic_compile.entrypoint``: a
+    console script has its bin directory first on sys.path, not the working directory, and
+    running anything else would hide what every pod of the cluster meets (issue 10, class 9).
+    Raises :class:`RunError` when the program is not found.
     """
-    head = Path(argv[0]).name
-    if head == contract.LAUNCHER:
-        return [sys.executable, "-m", "elastic_compile.entrypoint", *argv[1:]]
-    if head == contract.TORCHRUN:
-        # The image's torchrun is the console script of the interpreter torch is installed in.
-        return [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
-    if head in ("python", "python3"):
-        return [sys.executable, *argv[1:]]
-    return list(argv)
+    search = path if path is not None else os.environ.get("PATH", os.defpath)
+    found = shutil.which(argv[0], path=search)
+    if found is None:
+        hint = " (pip install 'elastic-compile[launch]' into this Python)" if argv[0] == contract.LAUNCHER else ""
+        raise RunError(f"{argv[0]}: not found on the pod's PATH{hint}")
+    return [found, *argv[1:]]
 
 
 # Kubernetes' rule for ConfigMap keys (IsConfigMapKey); a key is also a file name.

@@ -875,6 +875,10 @@ class PodTemplate(_Section):
                         "rename yours, or set shared_memory: false",
                     )
                 )
+            elif isinstance(item, dict) and item.get("name") == SCRATCH_VOLUME_NAME:
+                problems.append(
+                    (("volumes", index, "name"), f"{SCRATCH_VOLUME_NAME} is the compiler's /tmp volume; rename yours")
+                )
         if "restartPolicy" in spec:
             problems.append((("restartPolicy",), "set restart_policy at the top level; the operator owns the pod's"))
         if problems:
@@ -889,6 +893,8 @@ def _is_image(value: object) -> bool:
 # The compiler's /dev/shm volume name (podspec.SHM_VOLUME); kept here so the schema can
 # reject a user volume that would collide with it.
 SHM_VOLUME_NAME = "dshm"
+# The emptyDir the compiler mounts at /tmp under a read-only root (targets/pod.py needs_scratch).
+SCRATCH_VOLUME_NAME = "elastic-tmp"
 SHM_PATH = "/dev/shm"
 
 

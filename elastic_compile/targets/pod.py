@@ -28,6 +28,7 @@ from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.models import (
     GPU_KEY,
     GPU_RESOURCE,
+    SCRATCH_VOLUME_NAME,
     SHM_PATH,
     SHM_VOLUME_NAME,
     EnvVar,
@@ -38,6 +39,7 @@ from elastic_compile.targets import bundle
 from elastic_compile.targets.launcher import add_launcher_env, container_command
 
 SHM_VOLUME = SHM_VOLUME_NAME
+SCRATCH_VOLUME = SCRATCH_VOLUME_NAME
 ISTIO_INJECT = "sidecar.istio.io/inject"
 
 
@@ -150,6 +152,8 @@ def training_container(
         mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
     if spec.launcher == "bundled":
         mounts.append(bundle.volume_mount())
+    if needs_scratch(spec):
+        mounts.append({"name": SCRATCH_VOLUME, "mountPath": contract.SCRATCH_MOUNT})
     if mounts:
         container["volumeMounts"] = mounts
     ports = list(user.pop("ports", None) or [])
@@ -181,6 +185,23 @@ def native_sidecar(container: dict[str, Any]) -> dict[str, Any]:
 
 
 HOST_NETWORK_DNS = "ClusterFirstWithHostNet"
+
+
+def needs_scratch(spec: ElasticSpec) -> bool:
+    """Whether the training container gets an emptyDir at /tmp: a read-only root and nothing mounted there.
+
+    With ``readOnlyRootFilesystem`` the image's /tmp is read-only too: elastic-launch (its worker
+    logs and error files) and Python's tempfile in the workers need a writable directory, and
+    the launcher's contract (contract.SCRATCH_MOUNT) is a disk-backed emptyDir there.
+    """
+    containers: list[dict[str, Any]] = spec.pod_template.spec.get("containers") or []
+    training = next((c for c in containers if c.get("name") == contract.TRAINING_CONTAINER), {})
+    context = training.get("securityContext") or {}
+    mounts = training.get("volumeMounts") or []
+    scratch = contract.SCRATCH_MOUNT.rstrip("/")
+    return context.get("readOnlyRootFilesystem") is True and not any(
+        str(m.get("mountPath", "")).rstrip("/") == scratch for m in mounts
+    )
 
 
 def host_network_dns(spec: ElasticSpec) -> bool:
@@ -227,6 +248,8 @@ def build_pod_template(
         volumes.append({"name": SHM_VOLUME, "emptyDir": empty_dir})
     if spec.launcher == "bundled":
         volumes.append(bundle.volume(spec))
+    if needs_scratch(spec):
+        volumes.append({"name": SCRATCH_VOLUME, "emptyDir": {}})
     if volumes:
         pod["volumes"] = volumes
     pod["terminationGracePeriodSeconds"] = user_spec.pop("terminationGracePeriodSeconds", grace_seconds)

@@ -53,7 +53,8 @@ def test_gpu_example_becomes_a_cpu_run(capsys: pytest.CaptureFixture[str]) -> No
     assert _env(view, "PET_NPROC_PER_NODE") == ["1", "1"]
     assert _env(view, "NCCL_DEBUG") == ["WARN", "WARN"]  # the container's own env, untouched
     assert _env(view, "ELASTIC_LAUNCH_NAMESPACE") == ["ml-team", "ml-team"]
-    assert view["pods"][0]["local_command"][:3] == [sys.executable, "-m", "elastic_compile.entrypoint"]
+    # The console script beside this interpreter, as the image's: not python -m (issue 10, class 9).
+    assert view["pods"][0]["local_command"][0] == str(Path(sys.executable).parent / "elastic-launch")
     assert view["pods"][0]["command"][0] == "elastic-launch"
 
 

@@ -1,0 +1,138 @@
+"""A read-only root for a local pod whose container asks for one (``readOnlyRootFilesystem``).
+
+On the cluster such a container writes only to its volumes (and /dev, /proc): a job that
+writes a checkpoint into its working directory, or a temp file without a writable /tmp,
+fails there. ``run`` must not be more forgiving, so the pod's command starts in a mount
+namespace of its own (``unshare``: as root directly, otherwise inside a user namespace that
+maps only the caller's uid and gid) where every mount of this machine is read-only, except
+/proc, /sys and /dev, and except the container's emptyDir volumes, each a fresh directory of
+its own bound at its mount path. The namespace ends with the pod; nothing changes outside it.
+
+The wrapper execs the pod's command, so the pod's process is the command itself. Where the
+system allows no namespaces, :func:`probe` says why and ``run`` notes that the read-only root
+is not emulated.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+CLONE_NEWNS: Final = 0x00020000
+CLONE_NEWUSER: Final = 0x10000000
+MS_RDONLY: Final = 0x1
+MS_NOSUID: Final = 0x2
+MS_NODEV: Final = 0x4
+MS_NOEXEC: Final = 0x8
+MS_REMOUNT: Final = 0x20
+MS_NOATIME: Final = 0x400
+MS_NODIRATIME: Final = 0x800
+MS_BIND: Final = 0x1000
+MS_REC: Final = 0x4000
+MS_PRIVATE: Final = 0x40000
+MS_RELATIME: Final = 0x200000
+MS_STRICTATIME: Final = 0x1000000
+# Flags a remount inside a user namespace must keep (the kernel locks them): mountinfo's per-mount options.
+_KEPT: Final = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+    "strictatime": MS_STRICTATIME,
+}
+# Left as they are: the kernel's and the devices' file systems, writable in a container too.
+_KERNEL: Final = ("/proc", "/sys", "/dev")
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _call(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _mounts() -> list[tuple[str, int]]:
+    """Mount points of this namespace (mountinfo's escapes undone) and the flags a remount keeps."""
+    out = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        point = fields[4].encode().decode("unicode_escape")  # "\040" is a space, as the kernel writes it
+        flags = 0
+        for option in fields[5].split(","):
+            flags |= _KEPT.get(option, 0)
+        out.append((point, flags))
+    return out
+
+
+def _under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def enter(binds: Sequence[tuple[str, str]]) -> None:
+    """Make this process's view read-only except ``binds`` (source, mount path): a new mount namespace."""
+    libc = _libc()
+    uid, gid = os.geteuid(), os.getegid()
+    _call(libc.unshare(CLONE_NEWNS | (0 if uid == 0 else CLONE_NEWUSER)), "unshare")
+    if uid != 0:
+        # Map only ourselves: the pod keeps its uid and gains nothing on the host.
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    _call(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    # Writable volumes first: a bind copies the flags of its source's mount.
+    for source, target in binds:
+        _call(libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {target}")
+    writable = [target for _, target in binds]
+    for point, flags in _mounts():
+        if _under(point, _KERNEL) or _under(point, writable):
+            continue
+        # Mount points this process cannot reach (another namespace's) fail harmlessly.
+        libc.mount(None, point.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None)
+
+
+def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str]]) -> list[str]:
+    """``argv`` started under a read-only root with ``binds`` writable (the wrapper execs it)."""
+    spec = [f"{source}:{target}" for source, target in binds]
+    return [sys.executable, "-m", __name__, *(f"--bind={b}" for b in spec), "--", *argv]
+
+
+def probe() -> str | None:
+    """Why this system cannot give a pod a read-only root (None: it can)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", __name__, "--", sys.executable, "-c", "pass"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    if done.returncode == 0:
+        return None
+    return done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+
+
+def main(args: Sequence[str]) -> int:
+    """``python -m elastic_compile.localrun.rootfs [--bind=SRC:DST ...] -- COMMAND...``."""
+    split = list(args).index("--") if "--" in args else len(args)
+    binds = [tuple(a.removeprefix("--bind=").split(":", 1)) for a in args[:split]]
+    argv = list(args[split + 1 :])
+    try:
+        enter([(s, t) for s, t in binds])
+        os.execvp(argv[0], argv)  # does not return
+    except (OSError, IndexError) as e:
+        print(f"elastic-compile run: no read-only root here: {e}", file=sys.stderr)
+    return 126
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
