@@ -1360,7 +1360,9 @@ class ElasticSpec(_Section):
             if not isinstance(c, dict) or c.get("name") != contract.TRAINING_CONTAINER:
                 continue
             for j, port in enumerate(c.get("ports") or []):
-                number = port.get("containerPort") if isinstance(port, dict) else None
+                if not isinstance(port, dict):
+                    continue  # the PodSpec check reports it
+                number = port.get("containerPort")
                 if port.get("name") == contract.OPERATOR_PORT_NAME and isinstance(number, int):
                     return ("pod_template", "spec", "containers", i, "ports", j, "containerPort"), number
         return None
