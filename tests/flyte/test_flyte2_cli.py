@@ -46,8 +46,9 @@ def write(tmp_path: Path, text: str) -> Path:
          "spawn; remove it (given: fork)"),
         (FUNCTION + "nproc_per_node: auto\n", "4:17: nproc_per_node: Flyte 2's Elastic takes a number of "
          "processes; write the number, e.g. 8 (given: auto)"),
-        (FUNCTION + "nnodes: 2\nnproc_per_node: gpu\n", "5:17: nproc_per_node: Flyte's ElasticConfig.nprocPerNode "
-         "takes a number of processes; write the number, e.g. 8 (given: gpu)"),
+        (FUNCTION + "nnodes: 2\nnproc_per_node: gpu\nresources: {requests: {gpu: 1}}\n",
+         "5:17: nproc_per_node: Flyte's ElasticConfig.nprocPerNode takes a number of processes; write the number, "
+         "e.g. 8 (given: gpu)"),
         (FUNCTION + "shared_memory: true\npod_template:\n  spec:\n    containers:\n      - name: pytorch\n"
          "        volumeMounts: [{name: mine, mountPath: /dev/shm}]\n    volumes: [{name: mine, emptyDir: {}}]\n",
          "9:48: pod_template.spec.containers[0].volumeMounts[0].mountPath: you mount /dev/shm yourself, so "

@@ -138,7 +138,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
 
 
 def _containers(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["name"]: c for c in pod["containers"]}
+    """Containers by name, native sidecars (initContainers) included."""
+    return {c["name"]: c for c in [*pod["containers"], *pod.get("initContainers", [])]}
 
 
 def launcher_env(shutdown_timeout: int = 30) -> list[dict[str, str]]:
@@ -226,8 +227,10 @@ def test_shared_memory_goes_to_the_backend(built: dict[str, Built], name: str, e
 
 def test_sidecars_node_selector_and_env_order(built: dict[str, Built]) -> None:
     pod = built["sidecar-secret-env-and-pod-settings"].flyte2["taskTemplate"]["k8sPod"]["podSpec"]
-    assert [c["name"] for c in pod["containers"]] == ["pytorch", "logger"]
-    assert _containers(pod)["logger"] == {**SIDECAR, "ports": [{"containerPort": 8080.0}]}
+    # The sidecar is a native sidecar, or the pod could never finish.
+    assert [c["name"] for c in pod["containers"]] == ["pytorch"]
+    assert [c["name"] for c in pod["initContainers"]] == ["logger"]
+    assert _containers(pod)["logger"] == {**SIDECAR, "ports": [{"containerPort": 8080.0}], "restartPolicy": "Always"}
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "H100"}
     assert pod["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
     # env_vars (plain values up to the first valueFrom) come first, then the rest in the
@@ -343,5 +346,6 @@ def test_the_example_module_defines_and_serializes(monkeypatch: pytest.MonkeyPat
     assert theirs["type"] == ours["type"] == "pytorch"
     assert canonical(theirs["custom"]) == canonical(ours["custom"])
     assert theirs["extendedResources"] == {"sharedMemory": {**SHM, "sizeLimit": "16Gi"}}
-    assert [c["name"] for c in theirs["k8sPod"]["podSpec"]["containers"]] == ["pytorch", "log-shipper"]
+    assert [c["name"] for c in theirs["k8sPod"]["podSpec"]["containers"]] == ["pytorch"]
+    assert [c["name"] for c in theirs["k8sPod"]["podSpec"]["initContainers"]] == ["log-shipper"]
     assert theirs["k8sPod"]["podSpec"]["containers"][0]["args"][-4:] == ["mod", "train", "instance", "train"]
