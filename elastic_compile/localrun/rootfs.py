@@ -19,6 +19,7 @@ import ctypes
 import os
 import sys
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Final
 
@@ -105,8 +106,9 @@ def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str]]) -> list[str]:
     return [sys.executable, "-m", __name__, *(f"--bind={b}" for b in spec), "--", *argv]
 
 
+@cache
 def probe() -> str | None:
-    """Why this system cannot give a pod a read-only root (None: it can)."""
+    """Why this system cannot give a pod a read-only root (None: it can); asked once per process."""
     import subprocess
 
     done = subprocess.run(
