@@ -224,9 +224,18 @@ def active(spec: ElasticSpec, plan: Plan, ignore: Iterable[str] = ()) -> list[Li
 # the output holds a PyTorchJob.
 PYTORCHJOB_ONLY = frozenset({"EC110", "EC116"})
 
+# Lints about the training operator's headless services, which publish a pod only once it is
+# Ready. JobSet (under a TrainJob) defaults network.publishNotReadyAddresses to true, so they
+# say nothing of a TrainJob; Flyte's PyTorch plugins create a PyTorchJob, so they fire there.
+NOT_ON_TRAINJOB = frozenset({"EC114"})
+
 
 def _applies(found: Lint, c: Compiled) -> bool:
-    return found.code not in PYTORCHJOB_ONLY or any(o.doc.get("kind") == "PyTorchJob" for o in c.outputs)
+    if found.code in PYTORCHJOB_ONLY:
+        return any(o.doc.get("kind") == "PyTorchJob" for o in c.outputs)
+    if found.code in NOT_ON_TRAINJOB:
+        return any(o.target.name != "trainjob" for o in c.outputs)
+    return True
 
 
 def report(compiled: Sequence[Compiled], ignore: Sequence[str], *, strict: bool, stream: TextIO | None = None) -> bool:

@@ -355,6 +355,8 @@ def _writable_volumes(
     empty = {v.get("name") for v in pod_spec.get("volumes") or [] if isinstance(v, dict) and "emptyDir" in v}
     binds = []
     for index, mount in enumerate(container.get("volumeMounts") or []):
+        if not isinstance(mount, dict):
+            continue
         path = str(mount.get("mountPath", ""))
         if mount.get("name") not in empty or mount.get("readOnly") or path.startswith("/dev/"):
             continue

@@ -155,7 +155,7 @@ def local_argv(argv: Sequence[str], path: str | None = None) -> list[str]:
     running anything else would hide what every pod of the cluster meets (issue 10, class 9).
     Raises :class:`RunError` when the program is not found.
     """
-    search = path if path is not None else os.environ.get("PATH", os.defpath)
+    search = path if path is not None else base_env(os.environ)["PATH"]
     found = shutil.which(argv[0], path=search)
     if found is None:
         hint = " (pip install 'elastic-compile[launch]' into this Python)" if argv[0] == contract.LAUNCHER else ""

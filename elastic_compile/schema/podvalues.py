@@ -447,6 +447,12 @@ def _volume(volume: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
 # --------------------------------------------------------------------------- the pod and scheduling
 
 
+def _items(value: Mapping[str, Any], field: str) -> list[Any]:
+    """``value[field]`` when it is a list (anything else is the schema check's to report)."""
+    items = value.get(field)
+    return items if isinstance(items, list) else []
+
+
 def _pod(pod: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
     raw_dns = pod.get("dnsConfig")
     dns: Mapping[str, Any] = raw_dns if isinstance(raw_dns, dict) else {}
@@ -464,7 +470,7 @@ def _pod(pod: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
     _in_range(pod, "activeDeadlineSeconds", (1, _INT32_MAX), (loc, problems))
     seen: dict[str, Loc] = {}
     for field in ("containers", "initContainers"):
-        for i, c in enumerate(pod.get(field) or []):
+        for i, c in enumerate(_items(pod, field)):
             name = c.get("name") if isinstance(c, dict) else None
             if isinstance(name, str) and name in seen:
                 where = dotted(seen[name])
@@ -474,8 +480,8 @@ def _pod(pod: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
                 seen[name] = (field, i)
     if pod.get("hostNetwork") is True:
         for field in ("containers", "initContainers"):
-            for i, c in enumerate(pod.get(field) or []):
-                for j, port in enumerate((c.get("ports") or []) if isinstance(c, dict) else []):
+            for i, c in enumerate(_items(pod, field)):
+                for j, port in enumerate(_items(c, "ports") if isinstance(c, dict) else []):
                     if isinstance(port, dict) and "hostPort" in port and port["hostPort"] != port.get("containerPort"):
                         problems.append(((*loc, field, i, "ports", j, "hostPort"),
                                          "must equal containerPort when hostNetwork is true"))  # fmt: skip

@@ -57,6 +57,11 @@ def object_metadata(
     return meta
 
 
+def job_labels(spec: ElasticSpec) -> dict[str, str]:
+    """The job object's labels: the spec's, and Kueue's (``kueue``), which Kueue reads on the job."""
+    return {**spec.labels, **(spec.kueue.labels() if spec.kueue is not None else {})}
+
+
 def resources(spec: ElasticSpec) -> dict[str, dict[str, str]]:
     """Kubernetes resources of the training container.
 

@@ -107,6 +107,16 @@ def test_no_readiness_lint_where_nobody_resolves_worker_0(tmp_path: Path, extra:
     assert (run.status, run.err) == (0, "")
 
 
+@pytest.mark.parametrize(("targets", "fires"), [(("trainjob",), False), (("pytorchjob",), True), (("all",), True)])
+def test_the_readiness_lint_follows_the_engine(tmp_path: Path, targets: tuple[str, ...], fires: bool) -> None:
+    """JobSet's headless service publishes not-ready pods (network.publishNotReadyAddresses defaults to
+    true), so a TrainJob alone is not delayed; the same spec as a PyTorchJob is."""
+    argv = [a for t in targets for a in ("-t", t)]
+    run = compile_cli(tmp_path, BASE + "nnodes: 2\n" + READINESS, *argv)
+    assert run.status == 0, run.err
+    assert ("warning EC114" in run.err) is fires
+
+
 # ----------------------------------------------------------------------------- elastic-compile run
 
 

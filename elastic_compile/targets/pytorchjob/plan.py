@@ -11,7 +11,7 @@ from typing import Any
 
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
-from elastic_compile.targets.pod import build_pod_template, object_metadata
+from elastic_compile.targets.pod import build_pod_template, job_labels, object_metadata
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def spec_to_plan(spec: ElasticSpec) -> Plan:
     return Plan(
         name=spec.name,
         namespace=spec.namespace,
-        labels={**spec.labels, **(spec.kueue.labels() if spec.kueue is not None else {})},
+        labels=job_labels(spec),
         annotations=dict(spec.annotations),
         # Worker-only for every layout: Master + elasticPolicy gets the wrong PET_NNODES and
         # both env sets (kubeflow/trainer#2277); replicas = max so the HPA-less job starts full.

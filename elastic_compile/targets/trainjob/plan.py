@@ -25,7 +25,7 @@ from elastic_compile import contract
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets.checks import FieldPath
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
-from elastic_compile.targets.pod import build_pod_template, object_metadata
+from elastic_compile.targets.pod import build_pod_template, job_labels, object_metadata
 from elastic_compile.targets.trainjob import api
 
 #: Our runtimePatches manager: a domain-prefixed path, as the JobSet plugin's webhook requires.
@@ -85,15 +85,15 @@ class TrainJobPlan:
 def num_proc_per_node(spec: ElasticSpec) -> int | None:
     """The integer numProcPerNode (Trainer v2.2+ takes no keyword); None when none can be decided here.
 
-    ``gpu``, and ``auto`` on a GPU node, mean one process per GPU, which is the GPUs the
-    pod requests; ``cpu`` (and ``auto`` without GPUs) count the node's CPUs, which only the
-    container can see.
+    ``gpu``, and ``auto`` on an accelerator node, mean one process per accelerator, which is
+    the units the pod requests (NVIDIA, AMD, Intel, Gaudi, Neuron: core/resources.py); ``cpu``
+    (and ``auto`` without accelerators) count the node's CPUs, which only the container can see.
     """
     nproc = spec.nproc_per_node
     if isinstance(nproc, int):
         return nproc
-    gpus = spec.resources.gpus()
-    return gpus if nproc in ("gpu", "auto") and gpus > 0 else None
+    units = spec.resources.accelerator_units()
+    return units if nproc in ("gpu", "auto") and units > 0 else None
 
 
 def _runtime_needs(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
@@ -188,6 +188,11 @@ def trainjob_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
             "a TrainJob has no TTL at Trainer v2.3, and a JobSet TTL in a runtime makes v2.3 recreate a failed "
             "job without end (kubeflow/trainer#3779); remove it",
         ))  # fmt: skip
+    if rp.managed_by is not None:
+        problems.append((
+            ("run_policy", "managed_by"),
+            "runPolicy.managedBy is the PyTorchJob's; elastic-compile does not write a TrainJob's managedBy",
+        ))  # fmt: skip
     scheduling = rp.scheduling
     if scheduling is not None:
         why = {
@@ -197,9 +202,10 @@ def trainjob_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
             "coscheduling plugin",
         }
         for field, reason in why.items():
-            if getattr(scheduling, field) is not None:
+            derived = spec.derived_note(f"run_policy.scheduling.{field}") is not None  # ours, not the user's
+            if getattr(scheduling, field) is not None and not derived:
                 problems.append((("run_policy", "scheduling", field), f"a TrainJob has no schedulingPolicy: {reason}"))
-        queue = spec.labels.get(api.LABEL_KUEUE_QUEUE)
+        queue = job_labels(spec).get(api.LABEL_KUEUE_QUEUE)
         if scheduling.queue is not None and queue is not None and queue != scheduling.queue:
             problems.append((
                 ("run_policy", "scheduling", "queue"),
@@ -274,11 +280,9 @@ def _rendezvous_args(spec: ElasticSpec) -> list[str]:
     return args
 
 
-def _split_pod(
-    spec: ElasticSpec, args: list[str]
-) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
-    """The v1 worker pod (built from a deep copy of the spec), split into (node container, sidecars,
-    the rest of the pod spec, pod metadata)."""
+def _split_pod(spec: ElasticSpec, args: list[str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The v1 worker pod (built from a deep copy of the spec), split into (node container, the rest of
+    the pod spec, pod metadata). Its sidecars are native sidecars already, in initContainers."""
     template = build_pod_template(
         spec,
         args,
@@ -286,24 +290,21 @@ def _split_pod(
         downward=contract.TRAINJOB_DOWNWARD_ENV,
     )
     pod = template["spec"]
-    containers = pod.pop("containers")
-    return containers[0], containers[1:], pod, template.get("metadata", {})
+    [node] = pod.pop("containers")
+    return node, pod, template.get("metadata", {})
 
 
-def _runtime(
-    spec: ElasticSpec, node_rest: dict[str, Any], sidecars: list[dict[str, Any]], pod_rest: dict[str, Any]
-) -> dict[str, Any]:
+def _runtime(spec: ElasticSpec, node_rest: dict[str, Any], pod_rest: dict[str, Any]) -> dict[str, Any]:
     """Our TrainingRuntime: the stock runtime's shape (manifests/base/runtimes/torch_distributed.yaml) plus what no
     patch can carry.
 
     It passes the runtime webhook (job ``node`` with the trainer ancestor label, one
     replica, container ``node``), has the framework label the SDK needs, sets no
     ``network.subdomain`` (PET_MASTER_ADDR assumes the TrainJob's name) and no JobSet TTL
-    (#3779). Sidecars become native sidecars (init containers with restartPolicy Always),
-    or the Job would never complete while they run.
+    (#3779). Sidecars are native sidecars (init containers with restartPolicy Always,
+    targets/pod.py), or the Job would never complete while they run.
     """
     inits = list(pod_rest.pop("initContainers", None) or [])
-    inits += [{**s, "restartPolicy": "Always"} for s in sidecars]
     pod_spec: dict[str, Any] = {}
     if "restart_policy" in spec.model_fields_set and spec.restart_policy in ("OnFailure", "Never"):
         pod_spec["restartPolicy"] = spec.restart_policy
@@ -351,7 +352,7 @@ def _patch(pod_patch: dict[str, Any], pod_metadata: dict[str, Any]) -> dict[str,
 def spec_to_trainjob_plan(spec: ElasticSpec) -> TrainJobPlan:
     """Decide everything about the TrainJob of ``spec`` (``trainjob_problems`` must be empty)."""
     args = launcher_args(spec, policy_injected=False, rendezvous=_rendezvous_args(spec))
-    node, sidecars, pod_rest, pod_metadata = _split_pod(spec, list(args))
+    node, pod_rest, pod_metadata = _split_pod(spec, list(args))
 
     trainer: dict[str, Any] = {
         "image": node.pop("image"),
@@ -373,13 +374,13 @@ def spec_to_trainjob_plan(spec: ElasticSpec) -> TrainJobPlan:
 
     settings = spec.trainjob
     needs = _runtime_needs(spec)
-    runtime = _runtime(spec, node, sidecars, pod_rest) if needs or settings.own_runtime == "always" else None
+    runtime = _runtime(spec, node, pod_rest) if needs or settings.own_runtime == "always" else None
     if runtime is not None:
         ref = {"apiGroup": api.GROUP, "kind": api.TRAINING_RUNTIME, "name": spec.name}
     else:
         ref = {"apiGroup": api.GROUP, "kind": settings.runtime_kind, "name": settings.runtime}
 
-    labels = dict(spec.labels)
+    labels = job_labels(spec)
     scheduling = spec.run_policy.scheduling
     if scheduling is not None and scheduling.queue is not None:
         labels[api.LABEL_KUEUE_QUEUE] = scheduling.queue
