@@ -702,7 +702,7 @@ class RunPolicy(_Section):
     )
 
 
-_KUEUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_KUEUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\Z")
 
 
 def _kueue_name(value: Any) -> str:
@@ -848,12 +848,7 @@ class PodTemplate(_Section):
             for index, item in enumerate(items if isinstance(items, list) else []):
                 if not isinstance(item, dict):
                     continue
-                name = item.get("name")
-                if isinstance(name, str) and (len(name) > 63 or not _DNS1123_LABEL.match(name)):
-                    # What the API server accepts: no look-alike letters, no hidden characters.
-                    problems.append(
-                        ((field, index, "name"), "not a DNS-1123 label: at most 63 lower-case letters, digits and '-'")
-                    )
+                # Names are checked with the other pod values (podvalues.py): DNS-1123 labels, ASCII only.
                 if field == "containers" and item.get("name") == contract.TRAINING_CONTAINER:
                     problems += _training_container_problems(item, index)
                     continue

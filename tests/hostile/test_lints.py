@@ -311,9 +311,9 @@ def test_image_pinning(image: str, problem: str | None) -> None:
 
 def test_user_text_in_messages_stays_on_one_line(cli: Cli) -> None:
     # Found by bench/fuzz_spec.py: a sidecar image "g\n" made a two-line warning. The schema now rejects
-    # such an image, and a container name with a line separator (not a DNS-1123 label): on one line.
+    # such an image, and a container name with a line separator (a container name is a DNS-1123 label): on one line.
     sidecar = '{name: "s\\u2028", image: "g:1", securityContext: {privileged: true}}'
     text = BASE + f"pod_template:\n  spec:\n    containers: [{sidecar}]\n"
     status, _, err = cli.spec_text(text)
-    assert status == 2 and len(err.splitlines()) == 1 and "not a DNS-1123 label" in err, err
+    assert status == 2 and len(err.splitlines()) == 1 and "is a DNS-1123 label" in err, err
     assert all(line.startswith(f"{cli.spec}:6:") for line in err.splitlines())

@@ -145,7 +145,7 @@ def test_ordinary_multi_line_scripts_are_not_ec111(capsys: pytest.CaptureFixture
         ('labels: {team: "ml\\n"}', "label values are at most 63"),
         ('image: "nvcr.io/nvidi\\u0430/pytorch:24.01"', "image: not an image reference"),  # a Cyrillic a
         ('image: "ghcr.io/x/y:1.0\\u200B"', "image: not an image reference"),
-        ('pod_template: {spec: {containers: [{name: "s\\u0456de", image: "b:1"}]}}', "not a DNS-1123 label"),
+        ('pod_template: {spec: {containers: [{name: "s\\u0456de", image: "b:1"}]}}', "name is a DNS-1123 label"),
     ],
     ids=["name-newline", "label-newline", "image-homoglyph", "image-zero-width", "container-name-homoglyph"],
 )
