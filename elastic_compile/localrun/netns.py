@@ -41,14 +41,29 @@ class NetworkError(Exception):
     """The private network could not be made (no namespaces on this system, or not allowed)."""
 
 
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
+    """The C library, keeping errno (unshare, setns and mount have no Python wrapper before 3.12)."""
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _check(result: int, what: str) -> None:
+def check(result: int, what: str) -> None:
+    """Raise ``OSError`` with errno's reason when a C call returned non-zero."""
     if result != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def unshare_as_self(flags: int) -> None:
+    """``unshare(flags)``: as root directly, otherwise inside a new user namespace mapping only our uid and gid.
+
+    The process keeps its uid and gains nothing on the host.
+    """
+    uid, gid = os.geteuid(), os.getegid()
+    check(libc().unshare(flags | (0 if uid == 0 else CLONE_NEWUSER)), "unshare")
+    if uid != 0:
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
 
 
 def _loopback_up() -> None:
@@ -60,14 +75,8 @@ def _loopback_up() -> None:
 
 
 def _hold() -> int:
-    uid, gid = os.geteuid(), os.getegid()
     try:
-        _check(_libc().unshare(CLONE_NEWNET | (0 if uid == 0 else CLONE_NEWUSER)), "unshare")
-        if uid != 0:
-            # Map only ourselves: the pods keep their uid and gain nothing on the host.
-            Path("/proc/self/setgroups").write_text("deny")
-            Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
-            Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+        unshare_as_self(CLONE_NEWNET)  # the pods keep their uid and gain nothing on the host
         _loopback_up()
     except OSError as e:
         print(f"error {e.strerror or e}", flush=True)
@@ -78,13 +87,13 @@ def _hold() -> int:
 
 
 def _enter(holder: int, argv: Sequence[str]) -> int:
-    libc = _libc()
+    c = libc()
     kinds = [("net", CLONE_NEWNET)] if os.geteuid() == 0 else [("user", CLONE_NEWUSER), ("net", CLONE_NEWNET)]
     try:
         for name, kind in kinds:
             fd = os.open(f"/proc/{holder}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC)
             try:
-                _check(libc.setns(fd, kind), f"setns {name}")
+                check(c.setns(fd, kind), f"setns {name}")
             finally:
                 os.close(fd)
         os.execvp(argv[0], list(argv))  # does not return

@@ -15,7 +15,6 @@ is not emulated.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 from collections.abc import Sequence
@@ -23,8 +22,9 @@ from functools import cache
 from pathlib import Path
 from typing import Final
 
+from elastic_compile.localrun.netns import check, libc, unshare_as_self
+
 CLONE_NEWNS: Final = 0x00020000
-CLONE_NEWUSER: Final = 0x10000000
 MS_RDONLY: Final = 0x1
 MS_NOSUID: Final = 0x2
 MS_NODEV: Final = 0x4
@@ -51,16 +51,6 @@ _KEPT: Final = {
 _KERNEL: Final = ("/proc", "/sys", "/dev")
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _call(result: int, what: str) -> None:
-    if result != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
-
-
 def _mounts() -> list[tuple[str, int]]:
     """Mount points of this namespace (mountinfo's escapes undone) and the flags a remount keeps."""
     out = []
@@ -80,24 +70,18 @@ def _under(path: str, roots: Sequence[str]) -> bool:
 
 def enter(binds: Sequence[tuple[str, str]]) -> None:
     """Make this process's view read-only except ``binds`` (source, mount path): a new mount namespace."""
-    libc = _libc()
-    uid, gid = os.geteuid(), os.getegid()
-    _call(libc.unshare(CLONE_NEWNS | (0 if uid == 0 else CLONE_NEWUSER)), "unshare")
-    if uid != 0:
-        # Map only ourselves: the pod keeps its uid and gains nothing on the host.
-        Path("/proc/self/setgroups").write_text("deny")
-        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
-        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
-    _call(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    c = libc()
+    unshare_as_self(CLONE_NEWNS)
+    check(c.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
     # Writable volumes first: a bind copies the flags of its source's mount.
     for source, target in binds:
-        _call(libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {target}")
+        check(c.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {target}")
     writable = [target for _, target in binds]
     for point, flags in _mounts():
         if _under(point, _KERNEL) or _under(point, writable):
             continue
         # Mount points this process cannot reach (another namespace's) fail harmlessly.
-        libc.mount(None, point.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None)
+        c.mount(None, point.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None)
 
 
 def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str]]) -> list[str]:
