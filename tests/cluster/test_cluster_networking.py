@@ -146,3 +146,21 @@ def test_multikueue_sets_managed_by(tmp_path: Path) -> None:
     run = compile_cli(tmp_path, BASE + "kueue: {queue: q}\nrun_policy: {managed_by: kueue.x-k8s.io/multikueue}\n")
     assert (run.status, run.err) == (0, "")
     assert run.job["spec"]["runPolicy"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+
+
+def test_a_trainjob_is_queued_by_the_same_labels(tmp_path: Path) -> None:
+    run = compile_cli(tmp_path, BASE + "nnodes: 2\nkueue: {queue: team-a, priority_class: high}\n", "-t", "trainjob")
+    assert (run.status, run.err) == (0, "")
+    [job] = [d for d in run.docs if d["kind"] == "TrainJob"]
+    assert job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "team-a", "kueue.x-k8s.io/priority-class": "high"}
+
+
+def test_a_trainjob_has_no_managed_by_of_ours_and_a_derived_gang_is_no_error(tmp_path: Path) -> None:
+    managed = "kueue: {queue: q}\nrun_policy: {managed_by: kueue.x-k8s.io/multikueue}\n"
+    run = compile_cli(tmp_path, BASE + "nnodes: 2\n" + managed, "-t", "trainjob")
+    assert run.status == 2
+    assert any(": run_policy.managed_by: runPolicy.managedBy is the PyTorchJob's" in e for e in run.errors), run.err
+    # An elastic range derives min_available for the PyTorchJob: under -t trainjob only the range is an error.
+    ranged = compile_cli(tmp_path, BASE + "nnodes: 2:8\n", "-t", "trainjob")
+    assert ranged.status == 2 and ": nnodes: " in ranged.err, ranged.err
+    assert "min_available" not in ranged.err
