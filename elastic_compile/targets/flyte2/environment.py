@@ -37,7 +37,7 @@ from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import Loaded
 from elastic_compile.core.quantity import parse_quantity
 from elastic_compile.schema import ElasticSpec, compact
-from elastic_compile.schema.models import mounts_shm
+from elastic_compile.schema.models import GPU_RESOURCE, mounts_shm
 from elastic_compile.schema.podspec import podspec_problems
 from elastic_compile.targets.checks import FieldPath, locate
 from elastic_compile.targets.flyte.task import (
@@ -382,5 +382,27 @@ def check_environment(doc: dict[str, Any]) -> list[str]:
         if isinstance(pod, dict):
             # Kubernetes' PodSpec schema, strictly: flyte hands the pod to the kubernetes
             # client, which silently drops fields it does not know.
-            problems += compact.render(podspec_problems(pod), ("pod_template", "pod_spec"))
+            problems += compact.render(podspec_problems(_as_backend_sends(pod, primary)), ("pod_template", "pod_spec"))
     return problems
+
+
+def _as_backend_sends(pod: dict[str, Any], primary: Any) -> dict[str, Any]:
+    """``pod`` as Flyte's backend creates it: the primary container's ``gpu`` resource renamed.
+
+    flyteplugins' ApplyResourceOverrides (flytek8s/container_helper.go,
+    SanitizeGPUResourceRequirements) turns ``gpu`` into the configured GPU resource name,
+    nvidia.com/gpu by default, so Kubernetes never sees ``gpu`` there.
+    """
+    containers = pod.get("containers")
+    if not isinstance(containers, list):
+        return pod  # the PodSpec check reports it as it is
+
+    def renamed(side: Any) -> Any:
+        return {GPU_RESOURCE if n == _GPU else n: v for n, v in side.items()} if isinstance(side, dict) else side
+
+    out = []
+    for container in containers:
+        res = container.get("resources") if isinstance(container, dict) and container.get("name") == primary else None
+        resources = {k: renamed(side) for k, side in res.items()} if isinstance(res, dict) else None
+        out.append(container if resources is None else {**container, "resources": resources})
+    return {**pod, "containers": out}
