@@ -58,7 +58,7 @@ _IMAGE = re.compile(
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,})?\Z",
     re.ASCII,
 )
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_ENV_NAME = podvalues.ENV_NAME
 _FUNCTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 _RESOURCE_NAME = re.compile(
     r"^(cpu|memory|ephemeral-storage|hugepages-[0-9A-Za-z]+|"
@@ -877,7 +877,9 @@ class PodTemplate(_Section):
         if "restartPolicy" in spec:
             problems.append((("restartPolicy",), "set restart_policy at the top level; the operator owns the pod's"))
         if problems:
-            raise FieldProblems(sorted(problems, key=lambda p: tuple(map(str, p[0]))))
+            # A rule both the pod values and the training container check (an env name) is said once.
+            unique = list(dict.fromkeys((tuple(path), message) for path, message in problems))
+            raise FieldProblems(sorted(unique, key=lambda p: tuple(map(str, p[0]))))
         return spec
 
 

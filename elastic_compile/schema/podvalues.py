@@ -30,6 +30,8 @@ Problems = list[tuple[Loc, str]]
 _INT32_MAX: Final = 2**31 - 1
 _MODE_MAX: Final = 0o777
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+#: apimachinery IsEnvVarName: the API server refuses any other env name (\Z: no trailing newline).
+ENV_NAME: Final = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
 # apimachinery IsValidPortName (IANA_SVC_NAME): at most 15, lower case, a letter, no "--".
 _PORT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
@@ -365,6 +367,9 @@ def ref_problems(ref: Mapping[str, Any], kind: str, *, volume: bool) -> Problems
 
 
 def _env_var(var: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
+    name = var.get("name")
+    if isinstance(name, str) and not ENV_NAME.match(name):
+        problems.append(((*loc, "name"), "not a valid environment variable name"))
     if var.get("value") and "valueFrom" in var:
         problems.append(((*loc, "valueFrom"), "may not be set together with a non-empty value"))
 

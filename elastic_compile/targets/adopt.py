@@ -51,6 +51,7 @@ from elastic_compile.schema.models import (
     mounts_shm,
     nested_model,
 )
+from elastic_compile.schema.podvalues import ENV_NAME
 from elastic_compile.targets import bundle
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS
 from elastic_compile.targets.pod import ISTIO_INJECT, downward_env
@@ -212,7 +213,6 @@ _SHELLS = ("sh", "bash", "dash", "zsh", "ash")
 _SHELL_CONTROL = frozenset({"|", "||", "&", "(", ")", "<", ">", ">>", "<<", ";;", "<&", ">&", "&>", "|&"})
 _K8S_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _SHELL_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 
 
@@ -920,7 +920,7 @@ def _env(
         if isinstance(name, str) and name.startswith(contract.LAUNCHER_ENV_PREFIX) and entry in ours:
             continue  # the compiler's downward-API entries: written again on compile
         problem = env_name_problem(name) if isinstance(name, str) else None
-        if isinstance(name, str) and problem is not None and _ENV_NAME.match(name):
+        if isinstance(name, str) and problem is not None and ENV_NAME.match(name):
             engine = is_operator_env(name) or name in contract.WORKER_ENV_NAMES
             draft.warn((*path, "env", i, "name"), f"{name} dropped: {problem}", "env" if engine else None)
             continue

@@ -393,6 +393,13 @@ CASES: dict[str, tuple[str, str, str, str]] = {
         "did you mean Exists?",
     ),
     "os-name": ("os: {name: Linux}\n", "os: {name: linux}\n", "os.name", "linux or windows; did you mean linux?"),
+    # apimachinery IsEnvVarName; a trailing newline (YAML "A\n") is no name either.
+    "env-name": (
+        _c('env: [{name: "A\\n", value: x}]\n'),
+        _c("env: [{name: A, value: x}]\n"),
+        "containers[0].env[0].name",
+        "not a valid environment variable name",
+    ),
 }
 
 LINE = re.compile(r"^s\.yaml:\d+:\d+: \S.*$")
@@ -466,3 +473,9 @@ def test_run_refuses_a_manifest_the_api_server_would_reject(tmp_path: Path) -> N
         f"elastic-compile run: error: {manifest}: spec.pytorchReplicaSpecs.Worker.template.spec.containers[0]"
         ".imagePullPolicy: must be one of Always, IfNotPresent or Never; did you mean Always?\n"
     )
+
+
+def test_a_trailing_newline_ends_no_env_name(tmp_path: Path) -> None:
+    """Kubernetes' IsEnvVarName (a Go regexp, whose $ is the end of the text) refuses "A\\n"; so does the schema."""
+    run = compile_cli(tmp_path, BASE + 'env: [{name: "A\\n", value: x}]\n')
+    assert run.status == 2 and any(": env[0].name: not a valid environment variable name" in e for e in run.errors)
