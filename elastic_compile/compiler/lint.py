@@ -549,9 +549,9 @@ def _torchrun_exit_codes(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
 
 
 def _torchrun_cpus(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
-    # auto with GPUs counts the GPUs the device plugin gave the container: the same in both.
+    # auto with accelerators counts the devices the device plugin gave the container: the same in both.
     nproc = spec.nproc_per_node
-    if spec.launcher == "torchrun" and (nproc == "cpu" or (nproc == "auto" and not spec.resources.gpus())):
+    if spec.launcher == "torchrun" and (nproc == "cpu" or (nproc == "auto" and not spec.resources.accelerator_units())):
         yield Lint(
             "EC117",
             ("nproc_per_node",),

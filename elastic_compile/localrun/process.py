@@ -27,6 +27,7 @@ from typing import IO, Any, Final, TextIO
 
 from elastic_compile import contract
 from elastic_compile.core.errors import printable
+from elastic_compile.localrun import rootfs
 from elastic_compile.localrun.kubelet import ConfigMapMount, Pod
 
 PROG: Final = "elastic-compile run"
@@ -259,14 +260,17 @@ def use_image_python(pods: Sequence[LocalPod], python: Path) -> list[str]:
         raise RunError(f"--python {python}: not an executable file")
     here = Path(sys.executable).parent
     for pod in pods:
-        head = Path(pod.argv[0])
-        if pod.argv[0] == sys.executable:
-            pod.argv[0] = str(image)
+        # Under a read-only root the wrapper (ours, run by this interpreter) execs the command after "--".
+        wrapped = pod.argv[1:3] == ["-m", rootfs.__name__] and "--" in pod.argv
+        at = pod.argv.index("--") + 1 if wrapped else 0
+        head = Path(pod.argv[at])
+        if pod.argv[at] == sys.executable:
+            pod.argv[at] = str(image)
         elif head.parent == here:
             candidate = image.parent / head.name
             if not candidate.is_file():
                 raise RunError(f"{pod.name}: {head.name} is not in the image's {image.parent} (--python)")
-            pod.argv[0] = str(candidate)
+            pod.argv[at] = str(candidate)
         path = [p for p in pod.env.get("PATH", os.defpath).split(os.pathsep) if p and Path(p) != here]
         pod.env["PATH"] = os.pathsep.join([str(image.parent), *path])
     return [f"the image's Python: {image} (--python), its bin directory first on the pods' PATH"]
