@@ -32,7 +32,9 @@ def podspec_problems(spec: dict[str, Any], *, fragment: bool = False) -> list[co
         problems = [p for p in problems if not p[1].endswith(compact.REQUIRED)]
     else:
         problems = [p for p in problems if p != ((), "containers" + compact.REQUIRED)]
-    return [*(_octal_hint(spec, p) for p in problems), *pod_value_problems(spec)]
+    # A base's values are checked in the spec that extends it, merged and complete.
+    values = [] if fragment else pod_value_problems(spec)
+    return [*(_octal_hint(spec, p) for p in problems), *values]
 
 
 def pod_value_problems(spec: dict[str, Any]) -> list[compact.Problem]:

@@ -28,8 +28,9 @@ def pod(compiled: Compiled) -> dict[str, Any]:
 
 
 def container(compiled: Compiled, name: str = "pytorch") -> dict[str, Any]:
-    """A container of the compiled worker pod, by name."""
-    found: dict[str, Any] = next(c for c in pod(compiled)["containers"] if c["name"] == name)
+    """A container of the compiled worker pod, by name (a sidecar is a native sidecar, in initContainers)."""
+    spec = pod(compiled)
+    found: dict[str, Any] = next(c for c in [*spec["containers"], *spec.get("initContainers", [])] if c["name"] == name)
     return found
 
 
