@@ -53,7 +53,7 @@ from elastic_compile.schema.models import (
 )
 from elastic_compile.schema.podvalues import ENV_NAME
 from elastic_compile.targets import bundle
-from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS
+from elastic_compile.targets.launcher import ENV_SHUTDOWN_TIMEOUT, GRACE_MARGIN_SECONDS, launcher_env
 from elastic_compile.targets.pod import ISTIO_INJECT, downward_env
 
 Path = tuple[str | int, ...]
@@ -207,6 +207,7 @@ class Launch:
     working_dir: str | None = None  # from a shell script's cd
     shell_at: int | None = None  # the argv index of an unwrapped shell script
     bundled: bool = False  # elastic-launch as launcher: bundled runs it, from its ConfigMap
+    compiled: bool = False  # torchrun as the compiler writes it for launcher: torchrun
 
 
 _SHELLS = ("sh", "bash", "dash", "zsh", "ash")
@@ -259,8 +260,13 @@ def _read_torchrun(launch: Launch, argv: list[str], at: Callable[[int], Path], d
     launch.settings = {name: (value, call.where[name]) for name, value in call.options.items()}
     launch.program = list(call.program)
     launch.program_at = call.program_at
-    where = at(0)
-    draft.note(where, f"{call.launcher} unwrapped: elastic-launch is the launcher in the compiled job", "command")
+    # The compiler's torchrun form (launcher.torchrun_args) is the only one that takes its local
+    # address from our downward-API variable: it becomes launcher: torchrun again.
+    launch.compiled = call.launcher == contract.TORCHRUN and call.options.get("local_addr") == (
+        f"$({contract.ENV_POD_IP})"
+    )
+    if not launch.compiled:
+        draft.note(at(0), f"{call.launcher} unwrapped: elastic-launch is the launcher in the compiled job", "command")
 
 
 def _read_elastic_launch(
@@ -419,6 +425,8 @@ def apply_launch(draft: Draft, launch: Launch, at: Callable[[int], Path], inject
             )
         return
     defaults = ELASTIC_LAUNCH_DEFAULTS if launch.launcher == contract.LAUNCHER else TORCHRUN_DEFAULTS
+    if launch.compiled:
+        draft.set(("launcher",), contract.TORCHRUN, at(0))
 
     def where(name: str) -> Path:
         return at(s[name][1])
@@ -432,9 +440,9 @@ def apply_launch(draft: Draft, launch: Launch, at: Callable[[int], Path], inject
     for name in ("node_rank", "master_addr", "master_port"):
         if name in s:
             draft.note(where(name), f"--{name.replace('_', '-')} dropped: c10d on worker-0 replaces static rendezvous")
-    if "local_addr" in s:
+    if "local_addr" in s and not launch.compiled:
         draft.note(where("local_addr"), "--local-addr dropped: elastic-launch uses the pod's IP")
-    if "standalone" in s:
+    if "standalone" in s and not launch.compiled:
         why = "each pod was its own one-node job" if nodes > 1 else "a single node meets on its own pod anyway"
         draft.note(where("standalone"), f"--standalone dropped: {why}")
     if "use_env" not in s and launch.launcher.endswith("torch.distributed.launch"):
@@ -483,10 +491,12 @@ def apply_launch(draft: Draft, launch: Launch, at: Callable[[int], Path], inject
     if "rdzv_conf" in s and not _refers(s["rdzv_conf"][0]):
         text = str(s["rdzv_conf"][0])
         conf = ([tuple(p.split("=", 1)) if "=" in p else (p, "") for p in text.split(",") if p], where("rdzv_conf"))  # type: ignore[misc]
+    given: set[str] = set()  # the rendezvous timeouts the job set (to its launcher's default or not)
     if conf is not None:
-        _rdzv_conf(draft, conf[0], conf[1])
+        given |= _rdzv_conf(draft, conf[0], conf[1], compiled=launch.compiled)
     for key in cv.TIMEOUT_KEYS:
         if key in s:
+            given.add(key)
             draft.set_unless_default(("rdzv", key), _number(s[key][0]), where(key))
 
     restarts = _flag_or(s, "max_restarts", injected.max_restarts, at)
@@ -512,7 +522,7 @@ def apply_launch(draft: Draft, launch: Launch, at: Callable[[int], Path], inject
             "monitor_interval",
         )
     for key in ("join_timeout", "read_timeout"):
-        if key not in s and draft.get("rdzv", key) is None and key in defaults:
+        if key not in given and key in defaults:
             draft.note(
                 at(0),
                 f"rdzv.{key} {spec_default('rdzv', key)} s now (the default; {launch.launcher} used "
@@ -571,18 +581,26 @@ def _endpoint(draft: Draft, text: str, source: Path, nodes: int, etcd: bool) -> 
 _CONF_DROPPED = {"timeout": "c10d ignores it", "is_host": "elastic-launch decides which pod hosts the store"}
 
 
-def _rdzv_conf(draft: Draft, pairs: Sequence[tuple[str, str]], source: Path) -> None:
-    """rdzvConf / --rdzv-conf pairs: the timeouts the spec names become its fields, the rest rdzv.conf."""
+def _rdzv_conf(draft: Draft, pairs: Sequence[tuple[str, str]], source: Path, *, compiled: bool = False) -> set[str]:
+    """rdzvConf / --rdzv-conf pairs: the timeouts the spec names become its fields, the rest rdzv.conf.
+
+    Returns the timeout keys the pairs set. ``compiled``: the compiler's torchrun form,
+    whose ``timeout`` is its own copy of join_timeout (written again on compile).
+    """
     conf: dict[str, str] = {}
+    given: set[str] = set()
     for key, value in pairs:
         if key in cv.TIMEOUT_KEYS:
+            given.add(key)
             draft.set_unless_default(("rdzv", key), _number(value), source)
         elif key in _CONF_DROPPED:
-            draft.note(source, f"rdzv conf {key} dropped: {_CONF_DROPPED[key]}", "rdzv")
+            if not (compiled and key == "timeout"):
+                draft.note(source, f"rdzv conf {key} dropped: {_CONF_DROPPED[key]}", "rdzv")
         else:
             conf[key] = value
     if conf:
         draft.set(("rdzv", "conf"), conf, source)
+    return given
 
 
 # --------------------------------------------------------------------------- the pod
@@ -621,6 +639,7 @@ def adopt_pod(
     extra_env: Sequence[tuple[str, str]] = (),
     ours: Sequence[tuple[str, str]] = contract.DOWNWARD_ENV,
     bundled: bool = False,
+    torchrun: bool = False,
 ) -> None:
     """The pod template onto image, resources, env, shared_memory, istio_sidecar and pod_template.
 
@@ -628,7 +647,9 @@ def adopt_pod(
     ``chosen``: the job already runs elastic-launch, so a default it lacks (/dev/shm, the
     Istio opt-out) was turned off on purpose and stays off; otherwise the default applies
     and a note says so. ``bundled``: the command runs the bundled launcher, whose volume and
-    mount become ``launcher: bundled``.
+    mount become ``launcher: bundled``. ``torchrun``: the command is the compiler's torchrun
+    form, whose env carries shutdown_timeout and what elastic-launch does for itself
+    (:func:`.launcher.add_launcher_env`): read back, not kept as the user's env.
     """
     base = source.path
     template = copy.deepcopy(dict(source.template))
@@ -656,7 +677,11 @@ def adopt_pod(
     _shared_memory(draft, training, volumes, sidecars, train_path=train_path, base=base, chosen=chosen)
     if bundled:
         _bundled_launcher(draft, training, volumes, train_path=train_path, base=base)
-    _env(draft, training, train_path, extra_env, ours)
+    compiler_env: tuple[tuple[str, str], ...] = ()
+    if torchrun:
+        shutdown_timeout = _torchrun_shutdown(draft, training, train_path, shutdown_timeout)
+        compiler_env = launcher_env(shutdown_timeout)
+    _env(draft, training, train_path, extra_env, ours, compiler=compiler_env)
     ports = training.get("ports")
     if isinstance(ports, list):
         kept = [p for p in ports if not (isinstance(p, dict) and p.get("name") == contract.OPERATOR_PORT_NAME)]
@@ -902,10 +927,13 @@ def _env(
     path: Path,
     extra: Sequence[tuple[str, str]],
     downward: Sequence[tuple[str, str]],
+    *,
+    compiler: Sequence[tuple[str, str]] = (),
 ) -> None:
     """The training container's env into ``env`` (map form when every value is literal).
 
-    ``downward``: the compiler's downward-API entries for this engine, written again on compile.
+    ``downward``: the compiler's downward-API entries for this engine, ``compiler``: its
+    literal ``(name, value)`` entries; both written again on compile.
     """
     entries = training.pop("env", None)
     entries = list(entries) if isinstance(entries, list) else []
@@ -919,6 +947,8 @@ def _env(
         name = entry.get("name") if isinstance(entry, dict) else None
         if isinstance(name, str) and name.startswith(contract.LAUNCHER_ENV_PREFIX) and entry in ours:
             continue  # the compiler's downward-API entries: written again on compile
+        if isinstance(entry, dict) and set(entry) == {"name", "value"} and (name, entry["value"]) in compiler:
+            continue
         problem = env_name_problem(name) if isinstance(name, str) else None
         if isinstance(name, str) and problem is not None and ENV_NAME.match(name):
             engine = is_operator_env(name) or name in contract.WORKER_ENV_NAMES
@@ -944,6 +974,18 @@ def _env(
                     draft.source(("env", j), (*path, "env", index))
     if rest:
         training["env"] = rest
+
+
+def _torchrun_shutdown(draft: Draft, training: Mapping[str, Any], path: Path, default: int) -> int:
+    """shutdown_timeout from the compiled torchrun form's env (torchrun has no flag for it); else ``default``."""
+    entries = training.get("env")
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        if isinstance(entry, dict) and entry.get("name") == ENV_SHUTDOWN_TIMEOUT and set(entry) == {"name", "value"}:
+            value = _number(entry["value"])
+            if isinstance(value, int):
+                draft.set_unless_default(("shutdown_timeout",), value, (*path, "env", i))
+                return value
+    return default
 
 
 def _fits_env(entry: dict[str, Any]) -> bool:

@@ -127,14 +127,19 @@ def add_launcher_env(spec: ElasticSpec, container: dict[str, Any], taken: set[st
     """
     env: list[dict[str, Any]] = container.setdefault("env", [])
     names = {e.get("name") for e in env} | (taken or set())
-    for name, value in (
+    for name, value in launcher_env(spec.shutdown_timeout):
+        if name not in names:
+            env.append({"name": name, "value": value})
+
+
+def launcher_env(shutdown_timeout: int) -> tuple[tuple[str, str], ...]:
+    """The ``(name, value)`` pairs :func:`add_launcher_env` writes (the import drops them again)."""
+    return (
         # Without it restarts and scale-up reuse the rank-0 agent's store and fail
         # (pytorch#135712); elastic-launch sets it, torchrun and the SDKs do not.
         (contract.ENV_DISABLE_SHARED_STORE, "1"),
-        (ENV_SHUTDOWN_TIMEOUT, str(spec.shutdown_timeout)),
-    ):
-        if name not in names:
-            env.append({"name": name, "value": value})
+        (ENV_SHUTDOWN_TIMEOUT, str(shutdown_timeout)),
+    )
 
 
 def _options(args: Sequence[str]) -> dict[str, str]:

@@ -83,6 +83,8 @@ def _specs(draw: st.DrawFn) -> dict[str, Any]:
         spec.update(target="trainjob", nnodes=hi)
     if draw(st.booleans()):
         spec["command"] = ["python", "train.py", *draw(st.lists(_values, max_size=3))]
+        if draw(st.booleans()):  # torchrun runs a command only
+            spec["launcher"] = "torchrun"
     else:
         spec["function"] = {"target": "pkg.mod:fn", "args": draw(st.lists(_values, max_size=2))}
     gpus = draw(st.sampled_from([0, 1, 8]))
@@ -93,6 +95,7 @@ def _specs(draw: st.DrawFn) -> dict[str, Any]:
     if spec["shared_memory"] == "8Gi" and gpus:
         spec["resources"]["limits"]["memory"] = "64Gi"
     spec["max_restarts"] = draw(st.integers(0, 5))
+    spec["shutdown_timeout"] = draw(st.sampled_from([30, 60]))
     spec["restart_policy"] = draw(
         st.sampled_from(["OnFailure", "Never"] if trainjob else ["ExitCode", "OnFailure", "Never"])
     )
@@ -347,6 +350,19 @@ def test_torchrun_command_lines(argv: list[str], expected: dict[str, Any]) -> No
     assert "max_restarts" not in spec or "--max_restarts=3" not in argv  # 3 is the default: left out
 
 
+@pytest.mark.parametrize("conf", ["join_timeout=900,read_timeout=900", "join_timeout=600,read_timeout=60"])
+def test_torchrun_timeouts_it_set_get_no_default_note(conf: str) -> None:
+    # A timeout the job set is carried (or equals the default): no "the default now applies" note.
+    imported = import_torchrun(["torchrun", "--nnodes=2", f"--rdzv-conf={conf}", "t.py"], image="reg.example/t:1")
+    said = [str(n) for n in imported.notes]
+    assert not [n for n in said if "join_timeout" in n or "read_timeout" in n], said
+    rdzv = _spec(imported.text).get("rdzv", {})
+    assert rdzv == ({} if conf.startswith("join_timeout=900") else {"join_timeout": 600, "read_timeout": 60})
+    # Left unset, torchrun's defaults were in force: the notes say the spec's differ.
+    unset = import_torchrun(["torchrun", "--nnodes=2", "t.py"], image="reg.example/t:1")
+    assert sum("torchrun used" in str(n) for n in unset.notes) == 2
+
+
 def test_torchrun_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(capsys, "--torchrun", "--image", "reg.example/t:1", "--name", "bert", "--",
                           "torchrun", "--nnodes=2", "--log-dir=/logs", "train.py")  # fmt: skip
@@ -551,6 +567,27 @@ def test_bundled_launcher_round_trip(target: str) -> None:
         "skipped (kind ConfigMap): import reads PyTorchJob (kubeflow.org/v1) or TrainJob "
         "(trainer.kubeflow.org/v1alpha1)"
     ]
+
+
+@pytest.mark.parametrize("target", ["pytorchjob", "trainjob"])
+@pytest.mark.parametrize("nnodes", [1, 2])
+def test_torchrun_launcher_round_trip(target: str, nnodes: int) -> None:
+    # The compiler's torchrun form (its --local-addr, --rdzv-conf and the env it adds for
+    # torchrun) becomes launcher: torchrun again, not user env and notes about torchrun's defaults.
+    spec = (
+        f"name: d\nimage: x:1.0\ncommand: [python, t.py]\nnnodes: {nnodes}\nlauncher: torchrun\n"
+        f"target: {target}\nshutdown_timeout: 60\nrdzv: {{join_timeout: 300}}\nenv: {{A: b}}\n"
+    )
+    first = stream_text([compile_text(spec, "elastic.yaml")], "yaml")
+    assert "TORCH_ELASTIC_SHUTDOWN_TIMEOUT" in first and "--local-addr" in first
+    (imported,) = import_stream(first, "job.yaml")
+    back = _spec(imported.text)
+    assert back["launcher"] == "torchrun"
+    assert back["env"] == {"A": "b"}
+    assert back["shutdown_timeout"] == 60
+    assert back["rdzv"] == {"join_timeout": 300}
+    assert stream_text([compile_text(imported.text, "imported.yaml")], "yaml") == first
+    assert [str(n) for n in imported.notes] == []
 
 
 def test_bundled_launcher_without_its_volume_is_an_error() -> None:

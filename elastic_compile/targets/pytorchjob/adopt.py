@@ -109,9 +109,10 @@ def pytorchjob_to_spec(loaded: Loaded) -> Draft:
         draft,
         PodSource(template, template_path, training),
         shutdown_timeout=shutdown,
-        chosen=launch.launcher == contract.LAUNCHER,
+        chosen=launch.launcher == contract.LAUNCHER or launch.compiled,
         extra_env=launch.env,
         bundled=launch.bundled,
+        torchrun=launch.compiled,
     )
     if launch.launcher is None and launch.program:
         # Nothing read PET_NPROC_PER_NODE: the command ran once per pod.

@@ -88,7 +88,7 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded]) -> Draft:
     nproc = trainer.get("numProcPerNode")
     injected = Injected(nproc_per_node=(nproc, (*_TRAINER, "numProcPerNode")) if nproc is not None else None)
     apply_launch(draft, launch, at, injected, int(nodes or 1))
-    chosen = launch.launcher == contract.LAUNCHER
+    chosen = launch.launcher == contract.LAUNCHER or launch.compiled
 
     template = _pod_template(draft, trainer, job, rjob, rjob_path)
     if launch.working_dir is not None:
@@ -102,6 +102,7 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded]) -> Draft:
         extra_env=launch.env,
         ours=contract.TRAINJOB_DOWNWARD_ENV,
         bundled=launch.bundled,
+        torchrun=launch.compiled,
     )
     drop_default_nproc(draft)
     for key, ours in (("suspend", "suspend"), ("activeDeadlineSeconds", "active_deadline_seconds")):
