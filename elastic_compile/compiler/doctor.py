@@ -25,6 +25,7 @@ from elastic_compile.core.errors import Problem
 from elastic_compile.core.loader import Loaded, load_stream, read_input
 from elastic_compile.targets.adopt import in_document
 from elastic_compile.targets.checks import Finding
+from elastic_compile.targets.launcher import TORCHRUN_EXIT_CODES
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ RULES: tuple[Rule, ...] = (
     Rule("DR024", "jobset-ttl", "a JobSet TTL makes Trainer v2.3 rerun a failed job without end"),
     Rule("DR025", "rdzv-is-host", "is_host in the rdzvConf of several pods: every pod gets it, so all host the "
          "store or none does"),
+    Rule("DR026", "torchrun-exit-codes", TORCHRUN_EXIT_CODES),
 )  # fmt: skip
 BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RULES}
 

@@ -31,6 +31,7 @@ from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.core.quantity import is_quantity, parse_quantity
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.models import is_operator_env
+from elastic_compile.targets.launcher import TORCHRUN_EXIT_CODES, exit_codes_lost
 from elastic_compile.targets.pod import SHM_VOLUME
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ RULES: dict[str, Rule] = {
         Rule(
             "EC116",
             "torchrun-exit-codes",
-            "torchrun exits 1 for every failure, so ExitCode takes a preemption or an OOM kill for a bug in the code",
+            TORCHRUN_EXIT_CODES,
         ),
         Rule(
             "EC117",
@@ -537,9 +538,7 @@ def _backoff_limit(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
 
 
 def _torchrun_exit_codes(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
-    if spec.launcher == "torchrun" and spec.restart_policy == "ExitCode":
-        # Measured with torch 2.13: a worker's sys.exit(3), SIGKILL or exception, a rendezvous
-        # timeout and SIGTERM while workers run all end torchrun with 1 (docs/launchers.md).
+    if exit_codes_lost(spec.launcher, spec.restart_policy):
         yield Lint(
             "EC116",
             ("restart_policy",) if "restart_policy" in spec.model_fields_set else ("launcher",),

@@ -20,6 +20,7 @@ from elastic_compile.schema.models import is_operator_env, mounts_shm
 from elastic_compile.targets.adopt import Draft, container_argv, read_launch
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
+from elastic_compile.targets.launcher import exit_codes_lost
 from elastic_compile.targets.pod import ISTIO_INJECT
 
 
@@ -137,11 +138,14 @@ def launcher_findings(
     nodes: int,
     restarts_set: bool,
     restarts_at: Path = ("spec", "elasticPolicy"),
+    restart_policy: tuple[Any, Path] | None = None,
 ) -> list[Finding]:
     """The training container's launcher: nested, overriding what the engine injects, or without restarts.
 
     ``overriding`` maps torchrun's option names to the PET_* variable the engine sets for
-    them; ``restarts_set``: the engine passes a restart count (else torchrun's 0 applies).
+    them; ``restarts_set``: the engine passes a restart count (else torchrun's 0 applies);
+    ``restart_policy``: the replica's restartPolicy and its path, where the engine reads
+    the launcher's exit code (a PyTorchJob's ExitCode).
     """
     words = [*(container.get("command") or []), *(container.get("args") or [])]
     if not all(isinstance(w, str) for w in words):
@@ -187,6 +191,16 @@ def launcher_findings(
                 "launcher-overrides",
                 at(s["standalone"][1]),
                 f"--standalone in a job of {nodes} pods: each pod meets only itself and trains alone",
+            )
+        )
+    if restart_policy is not None and exit_codes_lost(launch.launcher, restart_policy[0]):
+        found.append(
+            Finding(
+                "torchrun-exit-codes",
+                restart_policy[1],
+                f"restartPolicy ExitCode with {launch.launcher}: every failure is permanent, a preempted or "
+                "OOM-killed pod too, since torchrun exits 1 for all of them; use OnFailure to restart pods in "
+                "place (bounded by runPolicy.backoffLimit) or Never",
             )
         )
     if not restarts_set and "max_restarts" not in s:

@@ -46,6 +46,23 @@ _TR_MODULE: Final = "-m"
 _TR_NO_PYTHON: Final = "--no-python"
 
 
+# Measured with torch 2.13: a worker's sys.exit(3), SIGKILL or exception, a rendezvous timeout
+# and SIGTERM while workers run all end torchrun with 1 (docs/launchers.md), an exit code the
+# operator's ExitCode policy takes for a permanent failure (1-127).
+TORCHRUN_EXIT_CODES: Final = (
+    "torchrun exits 1 for every failure, so ExitCode takes a preemption or an OOM kill for a bug in the code"
+)
+
+
+def exit_codes_lost(launcher: str | None, restart_policy: Any) -> bool:
+    """Whether ``restart_policy`` is ExitCode under a launcher of torchrun's (:data:`TORCHRUN_EXIT_CODES`).
+
+    ``launcher``: the spec's (``torchrun``, ``bundled``, ``elastic-launch``) or the one a
+    command starts (``torchrun``, ``python -m torch.distributed.run``, ...); None for none.
+    """
+    return restart_policy == "ExitCode" and launcher not in (None, contract.LAUNCHER, "bundled")
+
+
 def _seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 

@@ -18,6 +18,7 @@ import yaml
 
 from elastic_compile.compiler import doctor
 from elastic_compile.compiler.cli import main
+from elastic_compile.compiler.lint import lint
 from elastic_compile.compiler.output import stream_text
 from elastic_compile.compiler.pipeline import compile_path, compile_text
 from elastic_compile.core.emit import to_yaml
@@ -25,7 +26,7 @@ from elastic_compile.core.emit import to_yaml
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 # A hand-written job with none of the traps: Worker-only, elastic, restarts set, /dev/shm,
-# a native sidecar, torchrun reading what the operator injects.
+# a native sidecar, torchrun reading what the operator injects, restarted in place on failure.
 CLEAN: dict[str, Any] = yaml.safe_load(
     """
 apiVersion: kubeflow.org/v1
@@ -38,7 +39,7 @@ spec:
   pytorchReplicaSpecs:
     Worker:
       replicas: 3
-      restartPolicy: ExitCode
+      restartPolicy: OnFailure
       template:
         metadata:
           annotations: {sidecar.istio.io/inject: "false"}
@@ -155,7 +156,7 @@ CASES: list[tuple[str, dict[str, Any] | list[dict[str, Any]], str]] = [
     ("DR001", _with(**{"metadata.name": "Clean"}), "metadata.name"),
     ("DR002", _with(**{f"{W}.replicas": "3"}), f"{W}.replicas"),
     ("DR002", _with(**{"spec.runPolicy.cleanPodPolicyy": "All"}), "spec.runPolicy.cleanPodPolicyy"),
-    ("DR003", _with(**{"spec.pytorchReplicaSpecs.Master": {"replicas": 1, "restartPolicy": "ExitCode",
+    ("DR003", _with(**{"spec.pytorchReplicaSpecs.Master": {"replicas": 1, "restartPolicy": "OnFailure",
                        "template": CLEAN["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]}}),
      "spec.pytorchReplicaSpecs.Master"),
     ("DR004", _with(**{"spec.elasticPolicy.standalone": True}), "spec.elasticPolicy.standalone"),
@@ -172,7 +173,8 @@ CASES: list[tuple[str, dict[str, Any] | list[dict[str, Any]], str]] = [
      f"{W}.template.spec.containers[1]"),
     ("DR013", _with(**{"spec.elasticPolicy": None}), f"{W}.replicas"),
     ("DR014", _with(**{"spec.elasticPolicy.maxRestarts": None}), "spec.elasticPolicy"),
-    ("DR015", _with(**{"spec.runPolicy.backoffLimit": 3}), "spec.runPolicy.backoffLimit"),
+    ("DR015", _with(**{"spec.runPolicy.backoffLimit": 3, f"{W}.restartPolicy": "Never"}),
+     "spec.runPolicy.backoffLimit"),
     ("DR016", _with(**{f"{W}.restartPolicy": None}), W),
     ("DR017", _with(**{f"{W}.template.spec.restartPolicy": "Never"}), f"{W}.template.spec.restartPolicy"),
     ("DR018", _with(**{f"{W}.template.metadata.annotations": {"sidecar.istio.io/inject": "true"}}),
@@ -191,6 +193,11 @@ CASES: list[tuple[str, dict[str, Any] | list[dict[str, Any]], str]] = [
      "spec.elasticPolicy.rdzvConf.1.value"),
     ("DR025", _with(**{"spec.elasticPolicy.rdzvConf": [{"key": "is_host", "value": "0"}]}),
      "spec.elasticPolicy.rdzvConf.0.value"),
+    ("DR026", _with(**{f"{W}.restartPolicy": "ExitCode"}), f"{W}.restartPolicy"),
+    ("DR026", _with(**{f"{W}.restartPolicy": "ExitCode", f"{C}.command": ["python3", "-m", "torch.distributed.run",
+                                                                          "train.py"]}), f"{W}.restartPolicy"),
+    ("DR026", _with(**{f"{W}.restartPolicy": "ExitCode", f"{C}.command": ["sh", "-c", "cd /w && torchrun t.py"]}),
+     f"{W}.restartPolicy"),
     ("DR008", _tj(**{"spec.runtimePatches": None}), T),
     ("DR009", _tj(**{f"{T}.command": ["torchrun", "--nnodes=2", "train.py"]}), f"{T}.command.1"),
     ("DR011", _tj(**{f"{T}.env": [{"name": "WORLD_SIZE", "value": "4"}]}), f"{T}.env.0.name"),
@@ -217,6 +224,9 @@ NEAR_MISSES: list[tuple[str, dict[str, Any] | list[dict[str, Any]]]] = [
     ("DR013", _with(**{"spec.elasticPolicy": None, f"{W}.replicas": 1})),
     ("DR014", _with(**{"spec.elasticPolicy.maxRestarts": None, f"{C}.command": ["torchrun", "--max-restarts=2", "t.py"]})),  # noqa: E501
     ("DR015", _with(**{"spec.runPolicy.backoffLimit": 3, f"{W}.restartPolicy": "OnFailure"})),
+    ("DR026", _with(**{f"{W}.restartPolicy": "ExitCode", f"{C}.command": ["elastic-launch", "--", "python", "t.py"]})),
+    ("DR026", _with(**{f"{W}.restartPolicy": "ExitCode", f"{C}.command": ["python3", "/opt/elastic-launch/elastic-launch.py", "--", "python", "t.py"]})),  # noqa: E501
+    ("DR026", _with(**{f"{W}.restartPolicy": "Never"})),
     ("DR016", _with(**{f"{W}.restartPolicy": "OnFailure"})),
     ("DR018", _with(**{f"{W}.template.metadata.annotations": {"sidecar.istio.io/inject": "false"}})),
     ("DR019", _with(**{f"{W}.template.spec.hostNetwork": True, f"{W}.template.spec.dnsPolicy": "ClusterFirstWithHostNet"})),  # noqa: E501
@@ -351,3 +361,15 @@ def test_compiled_launcher_modes_pass(launcher: str, target: str) -> None:
     )
     text = stream_text([compile_text(spec, "elastic.yaml")], "yaml")
     assert doctor.doctor_stream(text, "job.yaml").problems == ()
+
+
+@pytest.mark.parametrize(("launcher", "said"), [("torchrun", True), ("bundled", False), ("elastic-launch", False)])
+def test_doctor_agrees_with_the_compiler_on_exit_codes(launcher: str, said: bool) -> None:
+    # The compiler warns (EC116) on the spec exactly when doctor finds DR026 in its output.
+    spec = (
+        f"name: d\nimage: x:1.0\ncommand: [python, t.py]\nnnodes: 2\nrestart_policy: ExitCode\nlauncher: {launcher}\n"
+    )
+    compiled = compile_text(spec, "elastic.yaml")
+    assert any(w.code == "EC116" for w in lint(compiled.spec, compiled.plan)) == said
+    found = doctor.doctor_stream(stream_text([compiled], "yaml"), "job.yaml").problems
+    assert [p.message.split(" ")[0] for p in found] == (["DR026"] if said else [])

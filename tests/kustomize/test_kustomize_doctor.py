@@ -28,7 +28,7 @@ spec:
   pytorchReplicaSpecs:
     Worker:
       replicas: 2
-      restartPolicy: ExitCode
+      restartPolicy: OnFailure
       template:
         metadata:
           annotations: {sidecar.istio.io/inject: "false"}

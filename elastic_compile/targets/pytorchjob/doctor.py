@@ -4,7 +4,8 @@ The webhook's rules and the runtime traps the compiler checks on every compile
 (:func:`.checks.webhook_findings`), then what only a hand-written job does: a launcher
 whose flags override what the operator injects, a launcher inside a launcher, no
 rendezvous at all, torchrun's restart count of 0, a backoffLimit that counts nothing,
-restartPolicy left to a default its own CRD misdescribes, and the pod rules every target
+restartPolicy left to a default its own CRD misdescribes, torchrun under ExitCode (which its exit
+code of 1 defeats), and the pod rules every target
 shares (:mod:`elastic_compile.targets.doctor`).
 """
 
@@ -69,7 +70,10 @@ def findings(job: Mapping[str, Any]) -> list[Finding]:
             )
         template = as_mapping(rspec.get("template"))
         found += pod_findings(template, (*role, "template"), training=contract.TRAINING_CONTAINER)
-        found += _launcher_findings(template, (*role, "template"), policy if elastic is not None else None, nodes)
+        restart_at: Path = (*role, "restartPolicy")
+        found += _launcher_findings(
+            template, (*role, "template"), policy if elastic is not None else None, nodes, (restart, restart_at)
+        )
     return list(dict.fromkeys(found))
 
 
@@ -82,9 +86,13 @@ _OVERRIDING = {
 
 
 def _launcher_findings(
-    template: Mapping[str, Any], path: Path, policy: Mapping[str, Any] | None, nodes: int
+    template: Mapping[str, Any],
+    path: Path,
+    policy: Mapping[str, Any] | None,
+    nodes: int,
+    restart_policy: tuple[Any, Path],
 ) -> list[Finding]:
-    """The training container's launcher: nested, overriding the operator, or without restarts."""
+    """The training container's launcher: nested, overriding the operator, without restarts, or exit codes lost."""
     containers = as_mapping(template.get("spec")).get("containers")
     containers = containers if isinstance(containers, list) else []
     index = next(
@@ -95,4 +103,6 @@ def _launcher_findings(
     container = as_mapping(containers[index])
     where: Path = (*path, "spec", "containers", index)
     restarts_set = policy is None or policy.get("maxRestarts") is not None
-    return launcher_findings(container, where, _OVERRIDING, nodes=nodes, restarts_set=restarts_set)
+    return launcher_findings(
+        container, where, _OVERRIDING, nodes=nodes, restarts_set=restarts_set, restart_policy=restart_policy
+    )
