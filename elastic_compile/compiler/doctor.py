@@ -23,6 +23,7 @@ from typing import Any
 
 from elastic_compile.core.errors import Problem
 from elastic_compile.core.loader import Loaded, load_stream, read_input
+from elastic_compile.schema.podspec import octal_hint
 from elastic_compile.targets.adopt import in_document
 from elastic_compile.targets.checks import Finding
 from elastic_compile.targets.launcher import TORCHRUN_EXIT_CODES
@@ -110,7 +111,7 @@ def _schema(schema_file: str, api_version: str, kind: str) -> Checker:
         if root is None:  # pragma: no cover - the shipped schemas have these roots
             return []
         body = {k: v for k, v in doc.items() if k != "status"}
-        return [Finding("schema", loc, message) for loc, message in schema.problems(body, root)]
+        return [Finding("schema", *octal_hint(body, problem)) for problem in schema.problems(body, root)]
 
     return check
 

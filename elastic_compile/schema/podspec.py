@@ -34,7 +34,7 @@ def podspec_problems(spec: dict[str, Any], *, fragment: bool = False) -> list[co
         problems = [p for p in problems if p != ((), "containers" + compact.REQUIRED)]
     # A base's values are checked in the spec that extends it, merged and complete.
     values = [] if fragment else pod_value_problems(spec)
-    return [*(_octal_hint(spec, p) for p in problems), *values]
+    return [*(octal_hint(spec, p) for p in problems), *values]
 
 
 def pod_value_problems(spec: dict[str, Any]) -> list[compact.Problem]:
@@ -54,8 +54,11 @@ def pod_value_problems(spec: dict[str, Any]) -> list[compact.Problem]:
 _OCTAL = re.compile(r"^0[0-7]+$")
 
 
-def _octal_hint(spec: dict[str, Any], problem: compact.Problem) -> compact.Problem:
-    """For a YAML 1.1 octal such as ``defaultMode: 0644``, say what to write instead."""
+def octal_hint(spec: Any, problem: compact.Problem) -> compact.Problem:
+    """For a YAML 1.1 octal such as ``defaultMode: 0644``, say what to write instead.
+
+    ``problem`` is one of ``spec``'s (a PodSpec, or a whole manifest), located from it.
+    """
     loc, message = problem
     if message != "expected a whole number, not a string":
         return problem

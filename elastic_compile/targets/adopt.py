@@ -1027,6 +1027,7 @@ def schema_problems(draft: Draft, data: Any, schema_file: str, api_version: str,
     data. ``status`` is the cluster's and is left out quietly.
     """
     from elastic_compile.schema import compact
+    from elastic_compile.schema.podspec import octal_hint
 
     doc = copy.deepcopy(data) if isinstance(data, dict) else {}
     if "status" in doc:
@@ -1036,7 +1037,8 @@ def schema_problems(draft: Draft, data: Any, schema_file: str, api_version: str,
     root = schema.root(api_version, kind)
     if root is None:  # pragma: no cover - the shipped schemas have these roots
         raise KeyError(f"{schema_file} has no schema for {api_version} {kind}")
-    for loc, message in schema.problems(doc, root):
+    for problem in schema.problems(doc, root):
+        loc, message = octal_hint(doc, problem)
         if message.startswith("unknown field") and loc:
             draft.warn(loc, f"{message}: the API server would not keep it; dropped")
             parent: Any = doc

@@ -419,6 +419,20 @@ def test_hostile_manifests(capsys: pytest.CaptureFixture[str], tmp_path: Path, t
     assert located.replace("job.yaml", str(job)) in "\n".join(err) or located in "\n".join(err), err
 
 
+def test_yaml11_octal_mode_says_what_to_write(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # kubectl reads 0644 as octal (YAML 1.1); our loader keeps it as text: say so, as the compiler does.
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        MASTER_WORKER
+        + "          volumes:\n            - name: cfg\n              configMap: {name: c, defaultMode: 0644}\n"
+    )
+    code, out, err = _run(capsys, str(job))
+    assert (code, out) == (2, ""), err
+    (line,) = [e for e in err if "defaultMode" in e]
+    assert line.endswith("configMap.defaultMode: cannot import: 0644 is the octal file mode 420 to YAML 1.1 and the "
+                         "decimal 644 to YAML 1.2, so readers disagree; write 0o644 (or 420)"), line  # fmt: skip
+
+
 def test_large_manifest_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     job = tmp_path / "job.yaml"
     job.write_bytes(b"# " + b"x" * (2 * 1024 * 1024) + b"\n")
