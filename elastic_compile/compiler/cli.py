@@ -159,8 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _usage_line(problem: Problem) -> str:
+    from elastic_compile.core.errors import printable
+
     if problem.path == "usage":
-        return f"elastic-compile: error: {problem.message}"
+        return printable(f"elastic-compile: error: {problem.message}")  # the message may quote an argument
     return str(problem)
 
 
@@ -177,7 +179,7 @@ def _schema(argv: Sequence[str]) -> int:
 
 def _import(argv: Sequence[str]) -> int:
     from elastic_compile.compiler import adopt
-    from elastic_compile.core.errors import Problem, SpecError, printable
+    from elastic_compile.core.errors import Problem, SpecError
 
     words = list(argv)
     command: list[str] | None = None
@@ -224,7 +226,7 @@ def _import(argv: Sequence[str]) -> int:
         results = adopt.import_path(ns.manifest)
     for result in results:
         for note in result.notes:
-            print(printable(str(note)), file=sys.stderr)
+            print(note, file=sys.stderr)  # a Problem prints escaped
     sys.stdout.write("---\n".join(r.text for r in results))
     return EXIT_OK
 
@@ -252,7 +254,7 @@ def _doctor(argv: Sequence[str]) -> int:
             continue
         for problem in report.problems:
             found = True
-            print(printable(str(problem)))  # names and values come from the manifest
+            print(problem)  # a Problem prints escaped: names and values come from the manifest
         if not report.jobs:
             print(printable(f"elastic-compile doctor: {path}: no {doctor.kinds()} to check"), file=sys.stderr)
     if unreadable:

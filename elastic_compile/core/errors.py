@@ -49,7 +49,9 @@ class Problem:
 
     def __str__(self) -> str:
         suffix = f" (given: {show_given(self.given)})" if self.given is not None else ""
-        return f"{self.file}:{self.line}:{self.col}: {self.path}: {self.message}{suffix}"
+        # The path and message quote user keys (an annotation name, an unknown field), which
+        # may hold bidi or control characters: escaped here, so every caller prints a safe line.
+        return printable(f"{self.file}:{self.line}:{self.col}: {self.path}: {self.message}{suffix}")
 
 
 class SpecError(Exception):

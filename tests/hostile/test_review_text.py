@@ -190,3 +190,43 @@ def test_run_prints_no_raw_control_sequence(tmp_path: Path, engine: str) -> None
     assert all(line.isprintable() for line in lines), [line for line in lines if not line.isprintable()]
     pod = "t-node-0-0" if engine == "trainjob" else "t-worker-0"
     assert f"[{pod}] \\x1b]0;pwned\\x07\\x1b[2J\\u202e done" in out.getvalue()
+
+
+def test_error_paths_print_no_raw_bidi(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bidi control in a key (annotation, rdzv.conf, resource, unknown field) is escaped in the field path too."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        BASE + 'annotations: {"a\\u202Eb": x}\nrdzv: {conf: {"k\\u202E": v}}\n'
+        'resources: {requests: {"cpu\\u202E": 1}}\n"unknown\\u202E": 1\n'
+    )
+    assert main([str(spec), "-o", str(tmp_path / "out")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 4 and all(line.isprintable() for line in lines), lines
+    paths = [line.split(": ")[1] for line in lines]
+    assert paths == [
+        'annotations["a\\u202eb"]',
+        'rdzv.conf["k\\u202e"]',
+        'resources.requests["cpu\\u202e"]',
+        '["unknown\\u202e"]',
+    ]
+
+
+def test_import_paths_print_no_raw_bidi(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``import``: errors naming a key with a bidi control, and notes quoting the input, print escaped."""
+    job = (
+        'apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: j, labels: {"a\\u202Eb": x}}\n'
+        "spec:\n  pytorchReplicaSpecs:\n    Worker:\n      replicas: 1\n      restartPolicy: OnFailure\n"
+        "      template:\n        spec:\n          containers:\n            - name: pytorch\n"
+        "              image: i:1\n              command: [torchrun, t.py]\n"
+    )
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(job)
+    assert main(["import", str(manifest)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() and all(line.isprintable() for line in err.splitlines()), err
+    assert 'labels["a\\u202eb"]' in err
+    manifest.write_text(job.replace('labels: {"a\\u202Eb": x}', "labels: {a: x}") + '---\nkind: "C\\u202EM"\n')
+    assert main(["import", str(manifest)]) == 0
+    err = capsys.readouterr().err
+    assert all(line.isprintable() for line in err.splitlines()), err
+    assert "skipped (kind C\\u202eM)" in err
