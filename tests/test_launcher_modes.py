@@ -92,8 +92,44 @@ def test_bundled_refuses_a_volume_or_mount_of_its_own_name_or_path() -> None:
         "elastic.yaml:7:22: pod_template.spec.volumes[0].name: elastic-launch is the volume of the bundled launcher "
         "(launcher: bundled); rename yours (given: elastic-launch)",
         "elastic.yaml:10:49: pod_template.spec.containers[0].volumeMounts[0].mountPath: the bundled launcher is "
-        "mounted at /opt/elastic-launch (launcher: bundled); mount yours elsewhere (given: /opt/elastic-launch/)",
+        "mounted at /opt/elastic-launch (launcher: bundled); mount yours outside it (given: /opt/elastic-launch/)",
     ]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/opt/./elastic-launch",
+        "//opt/elastic-launch",
+        "/opt/elastic-launch/elastic-launch.py",
+        "/opt/x/../elastic-launch/a",
+    ],
+)
+def test_bundled_refuses_a_mount_at_or_inside_its_directory_however_spelled(path: str) -> None:
+    """The runtime resolves the path: another spelling, or a file inside, still shadows the bundled launcher."""
+    lines = problems(
+        "launcher: bundled\n"
+        "pod_template:\n  spec:\n"
+        "    volumes: [{name: tools, emptyDir: {}}]\n"
+        "    containers:\n"
+        f"      - name: pytorch\n        volumeMounts: [{{name: tools, mountPath: {path}, subPath: x.py}}]\n"
+    )
+    assert lines == [
+        "elastic.yaml:10:49: pod_template.spec.containers[0].volumeMounts[0].mountPath: the bundled launcher is "
+        f"mounted at /opt/elastic-launch (launcher: bundled); mount yours outside it (given: {path})"
+    ]
+
+
+def test_bundled_accepts_a_mount_beside_its_directory() -> None:
+    (_configmap, job) = compiled(
+        "launcher: bundled\n"
+        "pod_template:\n  spec:\n"
+        "    volumes: [{name: tools, emptyDir: {}}]\n"
+        "    containers:\n"
+        "      - name: pytorch\n        volumeMounts: [{name: tools, mountPath: /opt/elastic-launch-tools}]\n"
+    )
+    paths = [m["mountPath"] for m in training(worker_pod(job)["spec"])["volumeMounts"]]
+    assert "/opt/elastic-launch-tools" in paths and "/opt/elastic-launch" in paths
 
 
 # --------------------------------------------------------------------------- the bundled launcher's file

@@ -10,6 +10,7 @@ durations, quantities, the two ``env`` forms) are parsed once, here, in validato
 from __future__ import annotations
 
 import difflib
+import posixpath
 import re
 import typing
 from decimal import Decimal
@@ -905,9 +906,26 @@ BUNDLE_MOUNT = contract.BUNDLE_MOUNT
 LauncherName = Literal["elastic-launch", "bundled", "torchrun"]
 
 
+def mount_path(mount: dict[str, Any]) -> str:
+    """A volumeMount's ``mountPath`` as the container sees it: ``/dev//shm/`` and ``/opt/./x`` normalised.
+
+    The kubelet hands the path to the runtime, which resolves it like any Linux path, so
+    spellings that differ here name the same directory there. ``posixpath.normpath`` keeps
+    a leading ``//`` (POSIX leaves its meaning open); Linux reads it as ``/``.
+    """
+    path = posixpath.normpath(str(mount.get("mountPath", "")))
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
+def mounted_within(mount: dict[str, Any], directory: str) -> bool:
+    """True when a volumeMount is at ``directory`` or anywhere below it (a file by subPath, say)."""
+    path = mount_path(mount)
+    return path == directory or path.startswith(directory + "/")
+
+
 def mounts_shm(mount: dict[str, Any]) -> bool:
     """True when a volumeMount is at /dev/shm (the compiler then adds no shared memory of its own)."""
-    return str(mount.get("mountPath", "")).rstrip("/") == SHM_PATH
+    return mount_path(mount) == SHM_PATH
 
 
 _OWNED = {
@@ -1256,12 +1274,12 @@ class ElasticSpec(_Section):
             if not isinstance(container, dict) or container.get("name") != contract.TRAINING_CONTAINER:
                 continue
             for j, mount in enumerate(container.get("volumeMounts") or []):
-                if isinstance(mount, dict) and str(mount.get("mountPath", "")).rstrip("/") == BUNDLE_MOUNT:
+                if isinstance(mount, dict) and mounted_within(mount, BUNDLE_MOUNT):
                     problems.append(
                         (
                             (*base, "containers", i, "volumeMounts", j, "mountPath"),
                             f"the bundled launcher is mounted at {BUNDLE_MOUNT} (launcher: bundled); "
-                            "mount yours elsewhere",
+                            "mount yours outside it",
                         )
                     )
         return problems

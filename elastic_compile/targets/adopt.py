@@ -48,6 +48,7 @@ from elastic_compile.schema.models import (
     env_name_problem,
     is_extended,
     is_operator_env,
+    mount_path,
     mounts_shm,
     nested_model,
 )
@@ -891,9 +892,7 @@ def _bundled_launcher(
         (
             i
             for i, m in enumerate(mounts)
-            if isinstance(m, dict)
-            and m.get("name") == BUNDLE_VOLUME_NAME
-            and str(m.get("mountPath", "")).rstrip("/") == BUNDLE_MOUNT
+            if isinstance(m, dict) and m.get("name") == BUNDLE_VOLUME_NAME and mount_path(m) == BUNDLE_MOUNT
         ),
         None,
     )

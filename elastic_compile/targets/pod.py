@@ -32,6 +32,7 @@ from elastic_compile.schema.models import (
     SHM_PATH,
     SHM_VOLUME_NAME,
     EnvVar,
+    mount_path,
     mounts_shm,
     no_overcommit,
 )
@@ -203,9 +204,8 @@ def needs_scratch(spec: ElasticSpec) -> bool:
     training = next((c for c in containers if c.get("name") == contract.TRAINING_CONTAINER), {})
     context = training.get("securityContext") or {}
     mounts = training.get("volumeMounts") or []
-    scratch = contract.SCRATCH_MOUNT.rstrip("/")
     return context.get("readOnlyRootFilesystem") is True and not any(
-        str(m.get("mountPath", "")).rstrip("/") == scratch for m in mounts
+        mount_path(m) == contract.SCRATCH_MOUNT for m in mounts
     )
 
 
