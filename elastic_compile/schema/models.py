@@ -851,7 +851,10 @@ class PodTemplate(_Section):
                     continue
                 # Names are checked with the other pod values (podvalues.py): DNS-1123 labels, ASCII only.
                 if field == "containers" and item.get("name") == contract.TRAINING_CONTAINER:
-                    problems += _training_container_problems(item, index)
+                    owned = _training_container_problems(item, index)
+                    # A field the compiler sets is refused as a whole: one line, not also its value's problems.
+                    refused = [loc for loc, _ in owned if len(loc) == 3 and loc[2] in _OWNED]
+                    problems = [p for p in problems if not any(p[0][:3] == loc for loc in refused)] + owned
                     continue
                 if item.get("name") == contract.TRAINING_CONTAINER:
                     problems.append(((field, index, "name"), "pytorch is the training container's name; rename it"))

@@ -324,8 +324,11 @@ def _resources(res: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
         elif request > limit:
             problems.append(((*loc, "requests", name), f"above the limit ({sides['limits'][name]})"))
     names = set(requests) | set(limits)
-    if any(is_hugepages(n) for n in names) and not names & {"cpu", "memory"}:
-        problems.append((loc, "hugepages need a cpu or memory request or limit beside them"))
+    hugepages = sorted(n for n in names if is_hugepages(n))
+    if hugepages and not names & {"cpu", "memory"}:
+        # Located at the first hugepages entry (as for the top-level resources), so the line shows its value.
+        side = "requests" if hugepages[0] in requests else "limits"
+        problems.append(((*loc, side, hugepages[0]), "hugepages need a cpu or memory request or limit beside them"))
 
 
 def resource_name_problem(name: str) -> str | None:
