@@ -68,17 +68,38 @@ def _under(path: str, roots: Sequence[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def enter(binds: Sequence[tuple[str, str]]) -> None:
-    """Make this process's view read-only except ``binds`` (source, mount path): a new mount namespace."""
+def keep_paths() -> list[str]:
+    """This machine's own software that a pod runs: the interpreter's prefixes and our checkout.
+
+    On a cluster the image's files never sit under an emptyDir's mount path; here they may (a clone
+    or a venv under /tmp), and covering them with a fresh /tmp would hide the pod's own program.
+    """
+    package_root = Path(__file__).resolve().parents[2]
+    found = {sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parent), str(package_root)}
+    return sorted(p for p in found if os.path.isdir(p))
+
+
+def enter(binds: Sequence[tuple[str, str]], keep: Sequence[str] = ()) -> None:
+    """Make this process's view read-only except ``binds`` (source, mount path): a new mount namespace.
+
+    ``keep``: directories that stay visible (read-only) even where a bind covers their path.
+    """
     c = libc()
     unshare_as_self(CLONE_NEWNS)
     check(c.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    writable = [target for _, target in binds]
+    # Opened before any bind covers them: a descriptor still reaches a directory its path no longer shows.
+    kept = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in keep if _under(path, writable)]
     # Writable volumes first: a bind copies the flags of its source's mount.
     for source, target in binds:
         check(c.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {target}")
-    writable = [target for _, target in binds]
+    for path, fd in kept:
+        os.makedirs(path, exist_ok=True)  # its mount point, inside the fresh volume
+        check(c.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, MS_BIND | MS_REC, None), f"keep {path}")
+        os.close(fd)
+    kept_paths = [path for path, _ in kept]
     for point, flags in _mounts():
-        if _under(point, _KERNEL) or _under(point, writable):
+        if _under(point, _KERNEL) or (_under(point, writable) and not _under(point, kept_paths)):
             continue
         # Mount points this process cannot reach (another namespace's) fail harmlessly.
         c.mount(None, point.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None)
@@ -87,7 +108,8 @@ def enter(binds: Sequence[tuple[str, str]]) -> None:
 def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str]]) -> list[str]:
     """``argv`` started under a read-only root with ``binds`` writable (the wrapper execs it)."""
     spec = [f"{source}:{target}" for source, target in binds]
-    return [sys.executable, "-m", __name__, *(f"--bind={b}" for b in spec), "--", *argv]
+    keep = [f"--keep={path}" for path in keep_paths()]
+    return [sys.executable, "-m", __name__, *(f"--bind={b}" for b in spec), *keep, "--", *argv]
 
 
 @cache
@@ -108,12 +130,14 @@ def probe() -> str | None:
 
 
 def main(args: Sequence[str]) -> int:
-    """``python -m elastic_compile.localrun.rootfs [--bind=SRC:DST ...] -- COMMAND...``."""
+    """``python -m elastic_compile.localrun.rootfs [--bind=SRC:DST ...] [--keep=DIR ...] -- COMMAND...``."""
     split = list(args).index("--") if "--" in args else len(args)
-    binds = [tuple(a.removeprefix("--bind=").split(":", 1)) for a in args[:split]]
+    options = list(args[:split])
+    binds = [tuple(a.removeprefix("--bind=").split(":", 1)) for a in options if a.startswith("--bind=")]
+    keep = [a.removeprefix("--keep=") for a in options if a.startswith("--keep=")]
     argv = list(args[split + 1 :])
     try:
-        enter([(s, t) for s, t in binds])
+        enter([(s, t) for s, t in binds], keep)
         os.execvp(argv[0], argv)  # does not return
     except (OSError, IndexError) as e:
         print(f"elastic-compile run: no read-only root here: {e}", file=sys.stderr)

@@ -20,12 +20,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("torch_installed")]
 
 MODULE = """\
 import os
+import sys
 import tempfile
 
 
 def train(tag: str) -> None:
     tempfile.TemporaryFile().close()  # the workers' temp files need a writable directory
-    print(f"function {tag} rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}", flush=True)
+    # One write per line: two workers share the pod's stdout, and print() writes the text and its
+    # line break separately when unbuffered, so their lines could interleave.
+    sys.stdout.write(f"function {tag} rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}\\n")
+    sys.stdout.flush()
 """
 
 
