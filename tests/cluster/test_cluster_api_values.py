@@ -288,7 +288,7 @@ CASES: dict[str, tuple[str, str, str, str]] = {
     "hugepages-alone": (
         _c("resources: {limits: {hugepages-2Mi: 1Gi}}\n"),
         _c("resources: {limits: {hugepages-2Mi: 1Gi, cpu: 1}}\n"),
-        "containers[0].resources",
+        "containers[0].resources.limits.hugepages-2Mi",
         "hugepages need a cpu or memory",
     ),
     "device-request-only": (
