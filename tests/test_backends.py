@@ -250,3 +250,81 @@ def test_fast_emitter_scalars(value: Any) -> None:
     if isinstance(value, str):
         keyed = [{value: 1}, {"a": {value: [value]}}]
         assert emit.to_yaml(keyed) == emit.reference_yaml(keyed)
+
+
+# --------------------------------------------------------------------------- our own output, read fast
+
+OUTPUTS = [
+    'a: "x"\nb: [1, -2, 0x1F, 0o17, 1.5, .inf, -.inf, true, False, null, ~, ""]\nc: {d: {e: []}, f: {}}\n',
+    "a: |\n  two\n  lines\nb: 'single'\n",
+    "- 1\n- a\n",
+    "a: 1\na: 2\n",  # duplicate key: the builder says so
+    "a: !!str 1\n",  # tag
+    "a: &x 1\nb: *x\n",  # anchor and alias
+    "a: {<<: {b: 1}}\n",  # merge key
+    "1: a\n",  # a key that is not a string
+    "a: [\n",  # not YAML
+    "",  # empty
+    "a: 1\n---\nb: 2\n",  # two documents
+    "a: " + "9" * 101 + "\n",  # a number too long
+]
+
+
+@pytest.mark.parametrize("text", OUTPUTS)
+def test_output_reads_like_a_spec(text: str) -> None:
+    limits = {"max_bytes": 10**6, "max_depth": 64, "max_values": 1000, "max_chars": 10**6}
+
+    def outcome(read: Any) -> Any:
+        try:
+            data = read()
+        except SpecError as e:
+            return [str(p) for p in e.problems]
+        return data, [type(v).__name__ for v in (data.values() if isinstance(data, dict) else data)]
+
+    fast = outcome(lambda: loader.load_output(text, "out", **limits))
+    slow = outcome(lambda: emit.plain(loader.load_text(text, "out", **limits).data, top=False))
+    assert repr(fast) == repr(slow)
+
+
+@pytest.mark.parametrize("read", ["spec", "output"])
+def test_the_fast_path_keeps_the_expanded_character_bound(read: str) -> None:
+    """Without aliases the data has no more characters than the text: a longer text is left to the counting path."""
+    text = "k: " + "x" * 60 + "\n"
+    limits = {"max_bytes": 10**6, "max_depth": 64, "max_values": 1000}
+    assert loader.load_text(text, "s", **limits, max_chars=61).data == {"k": "x" * 60}
+    with pytest.raises(SpecError, match="expands to more than 60 characters"):
+        if read == "spec":
+            loader.load_text(text, "s", **limits, max_chars=60)
+        else:
+            loader.load_output(text, "s", **limits, max_chars=60)
+
+
+def test_spec_nodes_are_composed_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    composed: list[str] = []
+    real = loader._single_node
+    monkeypatch.setattr(loader, "_single_node", lambda text, *limits: composed.append(text) or real(text, *limits))
+    text = (REPO / "examples" / "ddp-2x8-gpu.yaml").read_text(encoding="utf-8")
+    loaded = loader.load_text(text, "spec.yaml")
+    assert composed == ([] if loader.LIBYAML else [text])
+    assert loaded.problem(["nnodes"], "m").line == 7 and loaded.root is loaded.root
+    assert len(composed) == 1
+
+
+EXPANDED_TEXTS = [
+    *sorted(p.read_text(encoding="utf-8") for p in (REPO / "examples").rglob("*.yaml")),
+    'a: "x"\nb: [1, "two", {c: ""}]\nd: {}\ne: |\n  block\n',
+    "- 1\n- [a, b]\n",
+]
+
+
+@pytest.mark.parametrize("text", EXPANDED_TEXTS)
+def test_the_fast_path_counts_what_the_builder_counts(text: str) -> None:
+    """``Loaded.expanded`` (extends' bound on a merged spec) is the same whichever path read the data."""
+    try:
+        fast = loader.load_text(text, "s.yaml")
+    except SpecError:
+        return  # an example that is not one spec (a stream, a fragment): nothing read fast
+    with loader.pure_python():
+        slow = loader.load_text(text, "s.yaml")
+    assert fast.data == slow.data
+    assert fast.expanded == slow.expanded != (0, 0)

@@ -482,3 +482,15 @@ def test_unquoted_range_is_min_max_not_base_60() -> None:
     compiled = compile_text("name: t\nimage: i:1\ncommand: [x]\nnnodes: 1:4\n", "range.yaml")
     policy = compiled.outputs[0].doc["spec"]["elasticPolicy"]
     assert (policy["minReplicas"], policy["maxReplicas"]) == (1, 4)
+
+
+def test_the_plan_is_computed_once_per_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The PyTorchJob and PodTemplate targets and Compiled.plan share one plan of the spec.
+    from elastic_compile.targets.pytorchjob import plan
+
+    calls: list[object] = []
+    real = plan._plan
+    monkeypatch.setattr(plan, "_plan", lambda spec: calls.append(spec) or real(spec))
+    monkeypatch.chdir(GOLDEN / "minimal")
+    compiled = compile_path(SPEC, ("all",))
+    assert len(compiled.outputs) == 2 and len(calls) == 1

@@ -27,7 +27,7 @@ from jinja2.loaders import split_template_path
 from elastic_compile.compiler import sandbox
 from elastic_compile.core.emit import plain
 from elastic_compile.core.errors import CompileError, SpecError
-from elastic_compile.core.loader import load_text
+from elastic_compile.core.loader import load_output, load_text
 
 BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -36,9 +36,13 @@ BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 _YAML_UNSAFE = re.compile("[\u007f-\u009f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 
 
+# One encoder for every value: json.dumps with options builds a new one per call.
+_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=False, allow_nan=False)
+
+
 def json_text(value: Any) -> str:
     """``value`` as single-line JSON that any YAML reader parses back to ``value``."""
-    text = json.dumps(value, ensure_ascii=False, sort_keys=False, allow_nan=False)
+    text = _JSON.encode(value)
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
@@ -121,24 +125,26 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
             text = sandbox.render_limited(work, lambda e: _describe(e, where))
         except sandbox.LimitExceeded as e:
             raise CompileError(where, str(e)) from e
+    limits = {
+        "max_bytes": _OUTPUT_MAX_BYTES,
+        "max_depth": _OUTPUT_MAX_DEPTH,
+        "max_values": _OUTPUT_MAX_VALUES,
+        "max_chars": _OUTPUT_MAX_BYTES,  # JSON has no aliases: never more characters than bytes
+    }
     try:
-        loaded = load_text(
-            text,
-            f"<{where}>",
-            max_bytes=_OUTPUT_MAX_BYTES,
-            max_depth=_OUTPUT_MAX_DEPTH,
-            max_values=_OUTPUT_MAX_VALUES,
-            max_chars=_OUTPUT_MAX_BYTES,  # JSON has no aliases: never more characters than bytes
-            trusted=builtin,
-        )
+        # Plain ints and floats either way: callers may yaml.safe_dump the result.
+        if builtin:
+            data = load_output(text, f"<{where}>", **limits)
+        else:
+            data = plain(load_text(text, f"<{where}>", **limits).data, top=False)
     except SpecError as e:
         first = e.problems[0]
         raise CompileError(
             where, f"output is not valid YAML at line {first.line}, column {first.col}: {first.message}"
         ) from e
-    if not isinstance(loaded.data, dict):
+    if not isinstance(data, dict):
         raise CompileError(where, "output is not a YAML mapping")
-    return plain(loaded.data, top=False)  # plain ints and floats: callers may yaml.safe_dump it
+    return data
 
 
 def custom_template(template_dir: Path, template_name: str) -> Path | None:

@@ -26,13 +26,24 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 import yaml.reader
 from yaml.composer import Composer
-from yaml.events import AliasEvent
+from yaml.events import (
+    AliasEvent,
+    DocumentEndEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.parser import Parser
 from yaml.reader import Reader
@@ -83,6 +94,24 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 class _Resolver(BaseResolver):
     """Implicit tags for plain scalars: YAML 1.2 core, see the module docstring."""
 
+    def resolve(self, kind: type[Node], value: str | None, implicit: Any) -> str:
+        if kind is ScalarNode and value is not None:
+            if not implicit[0]:  # quoted or a block scalar: a string (no path resolvers here)
+                return _STR
+            # A plain scalar's tag depends on its text alone, and specs and outputs repeat
+            # the same few hundred texts: remember them.
+            tag = _resolved.get(value)
+            if tag is None:
+                tag = str(super().resolve(kind, value, implicit))  # type: ignore[no-untyped-call]
+                if len(value) <= _REMEMBER_CHARS and len(_resolved) < _REMEMBER_TEXTS:
+                    _resolved[value] = tag
+            return tag
+        return str(super().resolve(kind, value, implicit))  # type: ignore[no-untyped-call]
+
+
+_REMEMBER_CHARS, _REMEMBER_TEXTS = 64, 20_000
+_resolved: dict[str, str] = {}
+
 
 for _tag, _regexp, _first in (
     (_BOOL, _BOOL_RE, "tTfF"),
@@ -93,9 +122,14 @@ for _tag, _regexp, _first in (
 ):
     _Resolver.add_implicit_resolver(_tag, _regexp, list(_first))
 _Resolver.add_implicit_resolver(_NULL, _NULL_RE, [""])
+_RESOLVER = _Resolver()
 
 
 _T = TypeVar("_T")
+
+
+class _Unusual(Exception):
+    """Input a fast path leaves to the general one (which reads it, or says what is wrong)."""
 
 
 class _LoadLimit(Exception):
@@ -220,16 +254,6 @@ class _LibComposer(_Composer):
         return node
 
 
-if LIBYAML:
-
-    class _TrustedComposer(_CParser, _Resolver):
-        """libyaml's own composer (the node tree built in C): for our rendered output only (see ``load_text``)."""
-
-        def __init__(self, stream: str) -> None:
-            _CParser.__init__(self, stream)
-            _Resolver.__init__(self)
-
-
 # Where libyaml and PyYAML read the same text differently, PyYAML decides (its messages are
 # the ones users and the error tests know), so texts with these characters skip libyaml:
 # a tab inside a plain scalar ("a\tb") is text to libyaml, as in YAML 1.2, and an error to
@@ -244,10 +268,15 @@ if LIBYAML:
 _PYYAML_ONLY = re.compile("[\t?!\ufeff]|" + Reader.NON_PRINTABLE.pattern)
 
 
+def _libyaml_reads(text: str) -> bool:
+    """Whether libyaml parses ``text`` (else PyYAML's parser alone does: see ``_PYYAML_ONLY``)."""
+    ends_a_line = not text or text[-1] == "\n"
+    return _Backend.libyaml and ends_a_line and _PYYAML_ONLY.search(text, 1 if text[:1] == "\ufeff" else 0) is None
+
+
 def _composers(text: str, max_depth: int, max_nodes: int, max_chars: int = MAX_EXPANDED_CHARS) -> Iterator[_Composer]:
     """libyaml first when it is there, then PyYAML's parser (see :func:`_compose`)."""
-    ends_a_line = not text or text[-1] == "\n"
-    if _Backend.libyaml and ends_a_line and _PYYAML_ONLY.search(text, 1 if text[:1] == "\ufeff" else 0) is None:
+    if _libyaml_reads(text):
         with suppress(UnicodeEncodeError):  # lone surrogates (text given as str): libyaml takes UTF-8 only
             yield _LibComposer(text, max_depth, max_nodes, max_chars)
     yield _Composer(text, max_depth, max_nodes, max_chars)
@@ -275,6 +304,11 @@ def _compose(
     raise AssertionError("unreachable: the pure-Python composer is always last")  # pragma: no cover
 
 
+def _single_node(text: str, max_depth: int, max_nodes: int, max_chars: int) -> Node | None:
+    """The root node of one document (``_LoadLimit`` or ``YAMLError`` when there is none)."""
+    return _compose(text, max_depth, max_nodes, lambda c: c.get_single_node(), max_chars)
+
+
 @contextmanager
 def pure_python() -> Iterator[None]:
     """Parse with PyYAML's pure-Python parser only, as where PyYAML has no libyaml.
@@ -289,7 +323,7 @@ def pure_python() -> Iterator[None]:
         _Backend.libyaml = saved
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Loaded:
     """A loaded YAML document: plain Python data plus the node tree it came from.
 
@@ -298,11 +332,15 @@ class Loaded:
     the merge (keyed by ``id``, holding the node so that the id stays its own), and every
     other node is in the file of its parent. ``merged`` holds the ids of the nodes the merge
     built from values of more than one file, and ``chain`` the files, the spec first.
+
+    The node tree locates problems (the line and column of a field path). A spec that
+    compiles cleanly never needs it, so when the data came straight from libyaml's events
+    the tree is composed on first use: ``tree`` is the root node, or what composes it.
     """
 
     file: str
     data: Any
-    root: Node
+    tree: Node | Callable[[], Node] = field(repr=False)
     origins: Mapping[int, tuple[Node, str]] = field(default_factory=dict)
     merged: frozenset[int] = frozenset()
     chain: tuple[str, ...] = ()
@@ -310,6 +348,11 @@ class Loaded:
     #: those of its bases once merged: what :data:`MAX_VALUES` and
     #: :data:`MAX_EXPANDED_CHARS` bound (see :func:`expansion_problem`).
     expanded: tuple[int, int] = (0, 0)
+
+    @cached_property
+    def root(self) -> Node:
+        """The document's root node."""
+        return self.tree if isinstance(self.tree, Node) else self.tree()
 
     def _walk(self, path: Sequence[str | int]) -> tuple[Node, Node | None, bool, str]:
         node: Node = self.root
@@ -575,19 +618,13 @@ def load_text(
     max_depth: int = MAX_DEPTH,
     max_values: int = MAX_VALUES,
     max_chars: int = MAX_EXPANDED_CHARS,
-    trusted: bool = False,
 ) -> Loaded:
     """Parse one YAML document from ``raw``; raise ``SpecError`` with every problem found.
 
     The limits default to those for user specs; the compiler raises them when it parses
-    its own rendered output back (a pod template nests a few levels below the spec).
-    ``trusted`` text (our rendered output, whose depth is bounded by the validated spec's)
-    is parsed by libyaml when available: its recursion has no depth guard, so never
-    give it user input.
+    back what a custom template rendered (a pod template nests a few levels below the spec).
     """
-    size = len(raw.encode() if isinstance(raw, str) else raw)
-    if size > max_bytes:
-        raise SpecError([Problem(file, 1, 1, "spec", f"the file is larger than {max_bytes} bytes")])
+    _check_size(raw, file, max_bytes)
     if isinstance(raw, bytes):
         try:
             text = raw.decode("utf-8")
@@ -602,11 +639,12 @@ def load_text(
             ) from e
     else:
         text = raw
+    if _libyaml_reads(text):
+        with suppress(_Unusual, yaml.YAMLError, UnicodeEncodeError):
+            data, expanded = _event_data(text, max_depth, max_values, max_chars, source=True)
+            return Loaded(file, data, partial(_root, text, max_depth, max_values, max_chars), expanded=expanded)
     try:
-        if trusted and _Backend.libyaml:
-            root = _TrustedComposer(text).get_single_node()
-        else:
-            root = _compose(text, max_depth, max_values, lambda c: c.get_single_node(), max_chars)
+        root = _single_node(text, max_depth, max_values, max_chars)
     except (_LoadLimit, yaml.YAMLError) as e:
         raise SpecError([_parse_problem(e, file, text)]) from e
     if root is None:
@@ -619,6 +657,118 @@ def load_text(
     if builder.problems:
         raise SpecError(sorted(builder.problems))
     return Loaded(file, data, root, expanded=(builder.count, builder.chars))
+
+
+def _root(text: str, max_depth: int, max_values: int, max_chars: int) -> Node:
+    """The node tree of a text whose data the fast path read: the same parser, so it is there."""
+    root = _single_node(text, max_depth, max_values, max_chars)
+    if root is None:  # pragma: no cover - the fast path read a document from this text
+        raise RuntimeError("the document vanished")
+    return root
+
+
+def _check_size(raw: bytes | str, file: str, max_bytes: int) -> None:
+    size = len(raw.encode() if isinstance(raw, str) else raw)
+    if size > max_bytes:
+        raise SpecError([Problem(file, 1, 1, "spec", f"the file is larger than {max_bytes} bytes")])
+
+
+def load_output(text: str, file: str, *, max_bytes: int, max_depth: int, max_values: int, max_chars: int) -> Any:
+    """Our own rendered output (a built-in template's) as plain data; ``SpecError`` when it is not valid.
+
+    Our templates print every value as JSON, so their output holds only plain strings,
+    numbers, booleans and nulls under string keys: read straight from libyaml's events
+    into data, with numbers as plain ``int`` and ``float`` (source text is for what users
+    write). Anything else (a tag, an anchor, a merge or duplicate key, a limit reached, a
+    YAML error) is read again by :func:`load_text`, which says what is wrong.
+    """
+    _check_size(text, file, max_bytes)
+    if _Backend.libyaml:
+        with suppress(_Unusual, yaml.YAMLError, UnicodeEncodeError):
+            return _event_data(text, max_depth, max_values, max_chars, source=False)[0]
+    from elastic_compile.core.emit import plain  # a custom template's way, and the rare one here
+
+    limits = {"max_bytes": max_bytes, "max_depth": max_depth, "max_values": max_values, "max_chars": max_chars}
+    return plain(load_text(text, file, **limits).data, top=False)
+
+
+def _event_data(
+    text: str, max_depth: int, max_values: int, max_chars: int, *, source: bool
+) -> tuple[Any, tuple[int, int]]:
+    """The data of a one-document ``text`` straight from libyaml's events (no node tree), and its size.
+
+    For the common case only: within the depth and value limits, no anchors, aliases,
+    tags or merge keys, string keys without duplicates, numbers that fit, and a text no
+    longer than ``max_chars`` (without aliases the values' characters never outnumber
+    the text's: escapes, folding and indentation only shorten, so the expanded-character
+    bound holds). Anything else raises ``_Unusual``, and the composer and builder read
+    the text (to apply the rule, or to say what is wrong). Numbers carry their source
+    text when ``source`` (user specs). The size is ``Loaded.expanded`` as ``_Builder``
+    counts it: the values built (keys not among them) and the characters of every key
+    and scalar.
+    """
+    if len(text) > max_chars:
+        raise _Unusual
+    get: Callable[[], Any] = _CParser(text).get_event
+    resolve = _RESOLVER.resolve
+    get()  # the stream's start
+    if type(get()) is not DocumentStartEvent:
+        raise _Unusual
+    stack: list[list[Any]] = []  # each open collection, and a mapping's key waiting for its value
+    values = keys = chars = 0
+    while True:
+        event = get()
+        kind = type(event)
+        item: Any
+        if kind is MappingEndEvent or kind is SequenceEndEvent:
+            item = stack.pop()[0]
+        elif kind is ScalarEvent or kind is MappingStartEvent or kind is SequenceStartEvent:
+            values += 1
+            if values > max_values or len(stack) >= max_depth or event.anchor is not None or event.tag is not None:
+                raise _Unusual
+            if kind is MappingStartEvent:
+                stack.append([{}, None])
+                continue
+            if kind is SequenceStartEvent:
+                stack.append([[], None])
+                continue
+            value = event.value
+            chars += len(value)
+            implicit = event.implicit
+            # Quoted and block scalars are strings; a plain one's tag is remembered by text.
+            tag = _resolved.get(value) or resolve(ScalarNode, value, implicit) if implicit[0] else _STR
+            if tag == _STR:
+                item = value
+            elif tag == _INT and len(value) <= 100:
+                number = int(value, 0) if value[:2] in ("0o", "0x") else int(value, 10)
+                item = SourceInt(number, value) if source else number
+            elif tag == _NULL:
+                item = None
+            elif tag == _BOOL:
+                item = value.lower() == "true"
+            elif tag == _FLOAT:
+                real = float(re.sub(r"\.(?=(?:inf|Inf|INF|nan|NaN|NAN)$)", "", value))
+                item = SourceFloat(real, value) if source else real
+            else:  # a merge key, a number too long
+                raise _Unusual
+        else:  # an alias
+            raise _Unusual
+        if not stack:  # the root: the document and the stream end here
+            if type(get()) is DocumentEndEvent and type(get()) is StreamEndEvent:
+                return item, (values - keys, chars)
+            raise _Unusual
+        top = stack[-1]
+        container = top[0]
+        if type(container) is list:
+            container.append(item)
+        elif top[1] is None:  # a key: a string, and not one the mapping has already
+            if type(item) is not str or item in container or kind is not ScalarEvent:
+                raise _Unusual
+            keys += 1
+            top[1] = item
+        else:
+            container[top[1]] = item
+            top[1] = None
 
 
 def _all_nodes(composer: _Composer) -> list[Node]:

@@ -107,6 +107,10 @@ def describe(value: Any) -> str:
     return "a string"
 
 
+# Exact types that are always what their schema type names (the common case, one lookup).
+_PLAIN_TYPES: Final = {"object": dict, "array": list, "string": str, "boolean": bool, "integer": int, "number": float}
+
+
 def _is_type(value: Any, expected: str) -> bool:
     if expected == "object":
         return isinstance(value, dict)
@@ -125,7 +129,10 @@ def _is_type(value: Any, expected: str) -> bool:
     return True
 
 
-def _key(value: Any) -> str:
+def _key(value: Any) -> Any:
+    """What two list-map entries must differ in: their key values (JSON for unhashable ones)."""
+    if isinstance(value, dict) and all(type(v) in (str, int) or v is None for v in value.values()):
+        return tuple(value.items())
     return json.dumps(value, sort_keys=True, default=repr)
 
 
@@ -234,30 +241,42 @@ class CompactSchema:
         return node
 
     def _check(self, value: Any, node: Node, loc: Loc, problems: list[Problem]) -> None:
-        node = self._resolve(node)
-        kind = node.get("kind")
+        # The hot loop of every compile (each value of each emitted document): lookups and
+        # calls are kept few on purpose.
+        while "ref" in node:
+            node = self.definitions[node["ref"]]
         if value is None:
             if not node.get("nullable"):
                 problems.append((loc, "empty value; give a value or remove the key"))
             return
-        if kind == "quantity":
-            _check_quantity(value, loc, problems)
-            return
-        if kind == "int-or-string":
-            if isinstance(value, bool) or not isinstance(value, (int, str)):
-                problems.append((loc, f"expected a whole number or a string, not {describe(value)}"))
-            elif isinstance(value, str) and "pattern" in node and not pattern_matches(node["pattern"], value):
-                problems.append((loc, f"must match {node['pattern']}"))
-            return
+        kind = node.get("kind")
+        if kind is not None:
+            if kind == "quantity":
+                _check_quantity(value, loc, problems)
+                return
+            if kind == "int-or-string":
+                if isinstance(value, bool) or not isinstance(value, (int, str)):
+                    problems.append((loc, f"expected a whole number or a string, not {describe(value)}"))
+                elif isinstance(value, str) and "pattern" in node and not pattern_matches(node["pattern"], value):
+                    problems.append((loc, f"must match {node['pattern']}"))
+                return
         expected = node.get("type")
-        if expected is not None and not _is_type(value, expected):
+        value_type = type(value)
+        if expected is not None and not (value_type is _PLAIN_TYPES.get(expected) or _is_type(value, expected)):
             problems.append((loc, f"expected {_EXPECTED.get(expected, expected)}, not {describe(value)}"))
             return
         if "enum" in node and value not in node["enum"]:
             problems.append((loc, "must be one of " + ", ".join(map(str, node["enum"]))))
-        if isinstance(value, bool):
+        if value_type is str:
+            if "minLength" in node or "maxLength" in node or "pattern" in node:
+                _check_string(value, node, loc, problems)
+        elif value_type is dict:
+            self._check_object(value, node, loc, problems)
+        elif value_type is list:
+            self._check_list(value, node, loc, problems)
+        elif isinstance(value, bool):
             return
-        if isinstance(value, (int, float)):
+        elif isinstance(value, (int, float)):
             _check_number(value, node, loc, problems)
         elif isinstance(value, str):
             _check_string(value, node, loc, problems)
@@ -274,7 +293,7 @@ class CompactSchema:
         items = node.get("items")
         keys: Sequence[str] = node.get("mapKeys", ())
         defaults: Mapping[str, Any] = node.get("keyDefaults", {})
-        seen: dict[str, int] = {}
+        seen: dict[Any, int] = {}
         for index, item in enumerate(value):
             if items is not None:
                 self._check(item, items, (*loc, index), problems)

@@ -98,8 +98,23 @@ def run_policy(spec: ElasticSpec) -> dict[str, Any]:
     return out
 
 
+# The last spec planned and its plan. The PyTorchJob and PodTemplate targets and the
+# pipeline (Compiled.plan, which lints and --explain describe) all ask for the plan of the
+# same spec in one compile; the spec is frozen, so its plan is computed once.
+_last: list[tuple[ElasticSpec, Plan]] = []
+
+
 def spec_to_plan(spec: ElasticSpec) -> Plan:
-    """Decide everything about the output of ``spec``."""
+    """Decide everything about the output of ``spec`` (once per spec object: see ``_last``)."""
+    last = _last[:1]
+    if last and last[0][0] is spec:
+        return last[0][1]
+    plan = _plan(spec)
+    _last[:] = [(spec, plan)]
+    return plan
+
+
+def _plan(spec: ElasticSpec) -> Plan:
     args = launcher_args(spec)
     return Plan(
         name=spec.name,
