@@ -265,13 +265,18 @@ class _LibComposer(_Composer):
 # stream on a line after the last one, so a value left empty there (`a:`) would be located
 # on a line the file does not have. The differential tests and the fuzzer's oracle compare
 # both parsers on the rest.
-_PYYAML_ONLY = re.compile("[\t?!\ufeff]|" + Reader.NON_PRINTABLE.pattern)
+_PYYAML_ONLY = re.compile("[\t?!\ufeff]")
 
 
 def _libyaml_reads(text: str) -> bool:
     """Whether libyaml parses ``text`` (else PyYAML's parser alone does: see ``_PYYAML_ONLY``)."""
     ends_a_line = not text or text[-1] == "\n"
-    return _Backend.libyaml and ends_a_line and _PYYAML_ONLY.search(text, 1 if text[:1] == "\ufeff" else 0) is None
+    return (
+        _Backend.libyaml
+        and ends_a_line
+        and _PYYAML_ONLY.search(text, 1 if text[:1] == "\ufeff" else 0) is None
+        and Reader.NON_PRINTABLE.search(text) is None
+    )
 
 
 def _composers(text: str, max_depth: int, max_nodes: int, max_chars: int = MAX_EXPANDED_CHARS) -> Iterator[_Composer]:
