@@ -20,7 +20,7 @@ from typing import Any
 
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException
-from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure, record
 from torch.distributed.elastic.rendezvous import (
     RendezvousClosedError,
     RendezvousError,
@@ -138,13 +138,34 @@ def _launch_agent(config: LaunchConfig, entrypoint: Callable[..., Any] | str, ar
     return elastic_launch(config, entrypoint)(*args)
 
 
+def root_failure(exc: ChildFailedError) -> tuple[int, ProcessFailure, bool]:
+    """The failure to report (global rank, failure, whether a signal death was preferred).
+
+    torch's ``get_first_failure`` takes the earliest timestamp, in whole seconds for a
+    worker without an error file, ties going to whichever comes first. When the kernel kills
+    one worker (the OOM killer's SIGKILL), its peers fail in the same poll with a
+    connection reset and exit 1; reporting one of those would turn a retryable 137 into a
+    permanent 1 under the operator's ExitCode policy. So among the failures seen within a
+    second of the first, a worker killed by a signal is the cause; otherwise the lowest
+    rank. A signal death seconds later (the agent stopping the rest) does not displace the
+    first failure.
+    """
+    failures = exc.failures
+    earliest = min(f.timestamp for f in failures.values())
+    # Whole seconds taken one after the other in one poll can straddle a second's boundary.
+    tied = sorted(rank for rank, f in failures.items() if f.timestamp - earliest <= 1)
+    killed = [rank for rank in tied if failures[rank].exitcode < 0]
+    rank = (killed or tied)[0]
+    return rank, failures[rank], bool(killed) and len(failures) > 1
+
+
 def classify(exc: BaseException, settings: LaunchSettings) -> Outcome:
     """Map an exception out of ``elastic_launch`` to an exit code and a report."""
     if isinstance(exc, UsageError):  # --nproc-per-node gpu without a GPU
         return Outcome(c.EXIT_USAGE, f"error: {exc}")
     where = f"backend {settings.rdzv_backend}, endpoint {settings.rdzv_endpoint}, run id {settings.run_id}"
     if isinstance(exc, ChildFailedError):
-        rank, failure = exc.get_first_failure()
+        rank, failure, killed = root_failure(exc)
         error_file = None if failure.error_file == "<N/A>" else failure.error_file
         outcome = report.worker_failure(
             rank,
@@ -158,11 +179,13 @@ def classify(exc: BaseException, settings: LaunchSettings) -> Outcome:
             outcome = Outcome(outcome.exit_code, outcome.headline, f"error file: {error_file}\n{outcome.details}")
         others = len(exc.failures) - 1
         if others:
-            outcome = Outcome(
-                outcome.exit_code,
-                f"{outcome.headline} (first of {others + 1} failed local workers)",
-                outcome.details,
+            why = (
+                f"of {others + 1} failed local workers seen at once, the one killed by a signal: the others' "
+                "errors follow from losing it"
+                if killed
+                else f"first of {others + 1} failed local workers"
             )
+            outcome = Outcome(outcome.exit_code, f"{outcome.headline} ({why})", outcome.details)
         return outcome
     if isinstance(exc, SignalException):
         code = c.EXIT_SIGNAL_BASE + int(exc.sigval)
