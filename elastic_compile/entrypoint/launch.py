@@ -139,24 +139,30 @@ def _launch_agent(config: LaunchConfig, entrypoint: Callable[..., Any] | str, ar
 
 
 def root_failure(exc: ChildFailedError) -> tuple[int, ProcessFailure, bool]:
-    """The failure to report (global rank, failure, whether a signal death was preferred).
+    """The failure to report: (global rank, failure, whether a signal death was put first).
 
-    torch's ``get_first_failure`` takes the earliest timestamp, in whole seconds for a
-    worker without an error file, ties going to whichever comes first. When the kernel kills
-    one worker (the OOM killer's SIGKILL), its peers fail in the same poll with a
-    connection reset and exit 1; reporting one of those would turn a retryable 137 into a
-    permanent 1 under the operator's ExitCode policy. So among the failures seen within a
-    second of the first, a worker killed by a signal is the cause; otherwise the lowest
-    rank. A signal death seconds later (the agent stopping the rest) does not displace the
-    first failure.
+    torch's ``get_first_failure`` takes the earliest timestamp (whole seconds for a worker
+    without an error file), ties going to whichever comes first. But one poll of the agent
+    can see a cause and its consequences at once: the kernel kills one worker (the OOM
+    killer's SIGKILL), its peers fail with a connection reset (exit 1), and the agent stops
+    the rest with SIGTERM. Reporting a peer would turn a retryable 137 into a permanent 1
+    under the operator's ExitCode policy. So among the failures seen within a second of the
+    first: a worker killed by a signal other than SIGTERM first, then a worker's own exit
+    code, then SIGTERM (what the agent sends), each by time and rank. A failure seconds
+    later never displaces the first.
     """
     failures = exc.failures
     earliest = min(f.timestamp for f in failures.values())
+
+    def order(rank: int) -> tuple[int, int, int]:
+        code = failures[rank].exitcode
+        cause = 2 if code == -signal.SIGTERM else 0 if code < 0 else 1
+        return cause, failures[rank].timestamp, rank
+
     # Whole seconds taken one after the other in one poll can straddle a second's boundary.
-    tied = sorted(rank for rank, f in failures.items() if f.timestamp - earliest <= 1)
-    killed = [rank for rank in tied if failures[rank].exitcode < 0]
-    rank = (killed or tied)[0]
-    return rank, failures[rank], bool(killed) and len(failures) > 1
+    rank = min((r for r, f in failures.items() if f.timestamp - earliest <= 1), key=order)
+    first = min(failures, key=lambda r: (failures[r].timestamp, r))
+    return rank, failures[rank], rank != first and order(rank)[0] == 0
 
 
 def classify(exc: BaseException, settings: LaunchSettings) -> Outcome:

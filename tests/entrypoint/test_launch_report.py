@@ -149,19 +149,24 @@ def test_root_cause_is_the_first_failure(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_a_worker_killed_at_once_with_its_peers_failing_is_the_root_cause() -> None:
-    """The OOM killer's SIGKILL on rank 1, rank 0's connection reset seen in the same poll: 137, not 1."""
+    """The OOM killer's SIGKILL on rank 1; in the same poll, rank 0's connection reset and the SIGTERM on rank 2."""
     peer = ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file="/nonexistent")
     killed = ProcessFailure(local_rank=1, pid=2, exitcode=-9, error_file="/nonexistent")
+    stopped = ProcessFailure(local_rank=2, pid=3, exitcode=-15, error_file="/nonexistent")
     killed.timestamp = peer.timestamp + 1  # the same poll, across a second's boundary
-    outcome = classify(ChildFailedError("train", {0: peer, 1: killed}), settings())
+    stopped.timestamp = peer.timestamp
+    outcome = classify(ChildFailedError("train", {0: peer, 1: killed, 2: stopped}), settings())
     assert outcome.exit_code == 137 and "global rank 1" in outcome.headline
     assert "the one killed by a signal" in outcome.headline
-    # Without the signal death, the lowest rank among those seen at once.
+    # The agent's SIGTERM on the others never hides a worker's own failure.
+    outcome = classify(ChildFailedError("train", {2: stopped, 0: peer}), settings())
+    assert outcome.exit_code == 1 and "global rank 0" in outcome.headline
+    assert outcome.headline.endswith("(first of 2 failed local workers)")
+    # Without a signal death, the lowest rank among those seen at once.
     other = ProcessFailure(local_rank=1, pid=2, exitcode=3, error_file="/nonexistent")
     other.timestamp = peer.timestamp
     outcome = classify(ChildFailedError("train", {1: other, 0: peer}), settings())
     assert outcome.exit_code == 1 and "global rank 0" in outcome.headline
-    assert outcome.headline.endswith("(first of 2 failed local workers)")
 
 
 def test_worker_killed_by_signal() -> None:
