@@ -96,7 +96,7 @@ def test_check_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_spec_in_a_batch_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     assert main([EXAMPLE, MINIMAL, "-o", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == [".elastic-compile-owned", "llm-finetune", "minimal"]
+    assert sorted(p.name for p in out.iterdir()) == [".elastic-compile-owned", "minimal", "ml-team"]
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nimage: x\n")

@@ -7,6 +7,7 @@ checkout where it matters), with the CLI as a user runs it.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 from collections.abc import Iterator
@@ -172,17 +173,17 @@ def test_several_specs_beside_a_hand_written_overlay(tree: Path, capsys: pytest.
     """The issue's second data loss: `a.yaml b.yaml -o deploy/` deleted deploy/prod/."""
     prod = tree / "deploy" / "prod"
     prod.mkdir(parents=True)
-    (prod / "kustomization.yaml").write_text("resources: [../minimal, ../llm-finetune]\n")
+    (prod / "kustomization.yaml").write_text("resources: [../minimal, ../ml-team/llm-finetune]\n")
     (tree / "deploy" / "NOTES.md").write_text("hand-written\n")
     code, _, err = run(capsys, "train.yaml", EXAMPLE, "-o", "deploy")
     assert (code, err) == (0, "")
     assert sorted(p.name for p in (tree / "deploy").iterdir()) == [
-        output.MANIFEST, "NOTES.md", "llm-finetune", "minimal", "prod",
+        output.MANIFEST, "NOTES.md", "minimal", "ml-team", "prod",
     ]  # fmt: skip
-    assert (prod / "kustomization.yaml").read_text() == "resources: [../minimal, ../llm-finetune]\n"
+    assert (prod / "kustomization.yaml").read_text() == "resources: [../minimal, ../ml-team/llm-finetune]\n"
     owned = (tree / "deploy" / output.MANIFEST).read_text().splitlines()
     assert [line for line in owned if not line.startswith("#")] == [
-        f"{name}/{f}" for name in ("llm-finetune", "minimal") for f in BASE_FILES[1:]
+        f"{name}/{f}" for name in ("minimal", "ml-team/llm-finetune") for f in BASE_FILES[1:]
     ]
     # --check: clean, and the hand-written entries are named (never read), not drift.
     code, out, err = run(capsys, "train.yaml", EXAMPLE, "-o", "deploy", "--check")
@@ -194,7 +195,7 @@ def test_several_specs_beside_a_hand_written_overlay(tree: Path, capsys: pytest.
     (tree / "other.yaml").write_text(MINIMAL.read_text().replace("name: minimal", "name: other"))
     assert run(capsys, "other.yaml", EXAMPLE, "-o", "deploy")[0] == 0
     assert sorted(p.name for p in (tree / "deploy").iterdir()) == [
-        output.MANIFEST, "NOTES.md", "llm-finetune", "other", "prod",
+        output.MANIFEST, "NOTES.md", "ml-team", "other", "prod",
     ]  # fmt: skip
 
 
@@ -230,13 +231,66 @@ def test_same_name_in_two_namespaces(tree: Path, capsys: pytest.CaptureFixture[s
     code, _, err = run(capsys, "team-a.yaml", "team-b.yaml", "unset.yaml", "-o", "deploy")
     assert (code, err) == (0, "")
     deploy = tree / "deploy"
-    assert sorted(str(p.relative_to(deploy)) for p in deploy.glob("*/*")) == [
-        "default/solo", "team-a/minimal", "team-b/minimal",
-    ]  # fmt: skip
+    bases = sorted(str(p.parent.relative_to(deploy)) for p in deploy.rglob("kustomization.yaml"))
+    assert bases == ["solo", "team-a/minimal", "team-b/minimal"]
     for team in ("team-a", "team-b"):
         job = yaml.safe_load((deploy / team / "minimal" / "pytorchjob.yaml").read_text())
         assert job["metadata"]["namespace"] == team
     assert run(capsys, "team-a.yaml", "team-b.yaml", "unset.yaml", "-o", "deploy", "--check")[:2] == (0, "")
+
+
+def test_adding_a_job_never_moves_another(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A base's place is a function of its own spec: overlays naming it stay valid."""
+    (tree / "team-a.yaml").write_text(MINIMAL.read_text() + "namespace: team-a\n")
+    (tree / "unset.yaml").write_text(MINIMAL.read_text().replace("name: minimal", "name: solo"))
+    assert run(capsys, "team-a.yaml", "unset.yaml", "-o", "deploy") == (0, "", "")
+    deploy = tree / "deploy"
+    before = {p.relative_to(deploy): p.stat().st_ino for p in deploy.rglob("*") if p.is_file()}
+    assert {str(p.parent) for p in before} == {".", "solo", "team-a/minimal"}
+    # The same name in a second namespace used to move every base to <namespace>/<name>.
+    (tree / "team-b.yaml").write_text(MINIMAL.read_text() + "namespace: team-b\n")
+    assert run(capsys, "team-a.yaml", "unset.yaml", "team-b.yaml", "-o", "deploy") == (0, "", "")
+    after = {p.relative_to(deploy): p.stat().st_ino for p in deploy.rglob("*") if p.is_file()}
+    moved = {rel: ino for rel, ino in before.items() if rel != Path(output.MANIFEST) and after.get(rel) != ino}
+    assert moved == {}, "no file of the first two bases was moved or rewritten"
+    assert sorted(str(p.parent) for p in set(after) - set(before)) == ["team-b/minimal"] * 3
+
+
+def test_a_base_at_its_old_place_moves_and_what_is_yours_stays(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An older version wrote a namespaced job's base at DIR/<name>/: ours goes, yours stays."""
+    (tree / "job.yaml").write_text(MINIMAL.read_text())
+    assert run(capsys, "job.yaml", EXAMPLE, "-o", "deploy")[0] == 0
+    old = tree / "deploy" / "minimal"
+    (old / "patch.yaml").write_text("# mine\n")
+    (tree / "job.yaml").write_text(MINIMAL.read_text() + "namespace: team-a\n")
+    code, out, _ = run(capsys, "job.yaml", EXAMPLE, "-o", "deploy", "--check")
+    assert code == 1
+    assert sorted(set(re.findall(r"^\+\+\+ (\S+)", out, re.MULTILINE))) == [
+        "/dev/null",
+        f"b/deploy/{output.MANIFEST}",
+        *(f"b/deploy/team-a/minimal/{f}" for f in BASE_FILES[1:]),
+    ]
+    assert run(capsys, "job.yaml", EXAMPLE, "-o", "deploy") == (0, "", "")
+    assert sorted(p.name for p in old.iterdir()) == ["patch.yaml"]
+    assert (old / "patch.yaml").read_text() == "# mine\n"
+    assert sorted(p.name for p in (tree / "deploy" / "team-a" / "minimal").iterdir()) == BASE_FILES[1:]
+
+
+def test_bases_that_would_collide_are_refused_at_the_name(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tree / "team-a.yaml").write_text(MINIMAL.read_text() + "namespace: team-a\n")
+    (tree / "copy.yaml").write_text(MINIMAL.read_text() + "namespace: team-a\n")
+    (tree / "unset.yaml").write_text(MINIMAL.read_text().replace("name: minimal", "name: team-a"))
+    code, out, err = run(capsys, "team-a.yaml", "copy.yaml", "unset.yaml", "-o", "deploy")
+    assert (code, out) == (2, "")
+    line = MINIMAL.read_text().splitlines().index("name: minimal") + 1
+    assert err.splitlines() == [
+        f"copy.yaml:{line}:7: name: its base team-a/minimal/ is also the base of team-a.yaml; "
+        "give each job its own name in a namespace (given: minimal)",
+        f"unset.yaml:{line}:7: name: its base team-a/ would hold the bases of namespace team-a (team-a.yaml); "
+        "set this job's namespace or rename it (given: team-a)",
+    ]
+    assert not (tree / "deploy").exists()
+    assert run(capsys, "team-a.yaml", "copy.yaml", "-o", "deploy", "--check")[0] == 2
 
 
 def test_umask_decides_the_modes(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="write one file per resource and a kustomization.yaml into DIR, all or nothing (several specs: "
-        "one DIR/<name>/ each, DIR/<namespace>/<name>/ when two share a name); replaces and removes only "
+        "DIR/<namespace>/<name>/ each, DIR/<name>/ for a spec without a namespace); replaces and removes only "
         f"the files it wrote, which {output.MANIFEST} lists",
     )
     p.add_argument(

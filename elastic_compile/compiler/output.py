@@ -35,6 +35,9 @@ from elastic_compile.compiler import kustomize
 from elastic_compile.compiler.pipeline import Compiled
 from elastic_compile.core import safefs
 from elastic_compile.core.emit import to_json, to_yaml
+from elastic_compile.core.errors import SpecError
+from elastic_compile.schema import ElasticSpec
+from elastic_compile.targets import checks
 from elastic_compile.targets.bundle import CONFIGMAP_FILE
 
 KUSTOMIZATION = kustomize.KUSTOMIZATION_FILE
@@ -44,8 +47,6 @@ _MANIFEST_HEADER: Final = (
     "# Written by elastic-compile: the files it owns in this directory, one per line.\n"
     "# It replaces and removes only these; everything else here is yours. Do not edit.\n"
 )
-#: Namespace directory for specs that set none (several specs sharing a name).
-DEFAULT_NAMESPACE: Final = "default"
 # Entries of DIR we look at, at most: a hostile directory may hold millions.
 _MAX_ENTRIES: Final = 10_000
 
@@ -89,33 +90,58 @@ def _base_files(c: Compiled, fmt: str) -> dict[str, str]:
     return files
 
 
+def base_directory(spec: ElasticSpec) -> str:
+    """Where one spec's base goes below DIR: ``<namespace>/<name>``, or ``<name>`` with no namespace.
+
+    A function of the spec alone, so that adding, renaming or removing another job never
+    moves this one's base (and the overlays that name it).
+    """
+    return f"{spec.namespace}/{spec.name}" if spec.namespace else spec.name
+
+
+def _source(c: Compiled) -> str:
+    return c.loaded.file if c.loaded else c.spec.name
+
+
 def base_directories(compiled: Sequence[Compiled], *, nested: bool = False) -> list[str]:
     """Where each spec's base goes below DIR, in order: ``""`` for one spec named alone.
 
     Several specs, or specs found under a directory (``nested``, so that adding a second job
-    never moves the first): ``<name>`` each, as long as the names are distinct. When two specs share
-    a name (the same job in two namespaces), every base is ``<namespace>/<name>``
-    (:data:`DEFAULT_NAMESPACE` for a spec that sets none): one rule for the whole
-    directory, so a namespace directory can never collide with a job's.
+    never moves the first): :func:`base_directory` each. Two specs with one base, and a
+    spec without a namespace whose name is the directory of a namespace, raise
+    ``SpecError``: one located line per spec at fault.
     """
     if len(compiled) == 1 and not nested:
         return [""]
-    names = [c.spec.name for c in compiled]
-    if len(set(names)) == len(names):
-        return names
-    dirs = [f"{c.spec.namespace or DEFAULT_NAMESPACE}/{c.spec.name}" for c in compiled]
-    seen: dict[str, str] = {}
+    dirs = [base_directory(c.spec) for c in compiled]
+    first: dict[str, Compiled] = {}
+    namespaces: dict[str, Compiled] = {}
+    for c, where in zip(compiled, dirs, strict=True):
+        first.setdefault(where, c)
+        if c.spec.namespace:
+            namespaces.setdefault(c.spec.namespace, c)
     problems = []
     for c, where in zip(compiled, dirs, strict=True):
-        source = c.loaded.file if c.loaded else c.spec.name
-        if where in seen:
+        if first[where] is not c:
             problems.append(
-                f"{source}: name {c.spec.name} in namespace {c.spec.namespace or DEFAULT_NAMESPACE} is also used "
-                f"by {seen[where]}; each spec needs its own base"
+                checks.locate(
+                    c.loaded,
+                    ("name",),
+                    f"its base {where}/ is also the base of {_source(first[where])}; "
+                    "give each job its own name in a namespace",
+                )
             )
-        seen.setdefault(where, source)
+        elif not c.spec.namespace and c.spec.name in namespaces:
+            problems.append(
+                checks.locate(
+                    c.loaded,
+                    ("name",),
+                    f"its base {where}/ would hold the bases of namespace {c.spec.name} "
+                    f"({_source(namespaces[c.spec.name])}); set this job's namespace or rename it",
+                )
+            )
     if problems:
-        raise WriteError(problems)
+        raise SpecError(problems)
     return dirs
 
 
@@ -560,6 +586,7 @@ __all__ = [
     "MANIFEST",
     "WriteError",
     "base_directories",
+    "base_directory",
     "default_boundary",
     "diff_directory",
     "diff_file",

@@ -105,8 +105,8 @@ def test_output_gives_each_job_its_base_and_one_name_in_two_namespaces_two(
     bases = sorted(
         str(p.parent.relative_to(tree / "deploy/base")) for p in (tree / "deploy/base").rglob("kustomization.yaml")
     )
-    # eval is in nlp and vision: every base goes to <namespace>/<name>, default for none.
-    assert bases == ["default/alpha", "default/zeta", "nlp/eval", "nlp/llm", "vision/eval", "vision/resnet"]
+    # Each base's place is its own: <namespace>/<name>, <name> for a job without a namespace.
+    assert bases == ["alpha", "nlp/eval", "nlp/llm", "vision/eval", "vision/resnet", "zeta"]
     doc = yaml.safe_load((tree / "deploy/base/vision/eval/pytorchjob.yaml").read_text())
     assert (doc["metadata"]["namespace"], doc["metadata"]["name"]) == ("vision", "eval")
 
@@ -130,8 +130,8 @@ def test_one_name_twice_in_one_namespace_is_refused(write: Write, capsys: pytest
     code, _, err = run(capsys, "specs", "-o", "out")
     assert code == 2
     assert err.splitlines() == [
-        "elastic-compile: error: specs/nlp/llm.elastic.yaml: name llm in namespace nlp is also used by "
-        "specs/nlp/copy.elastic.yaml; each spec needs its own base"
+        "specs/nlp/llm.elastic.yaml:2:7: name: its base nlp/llm/ is also the base of specs/nlp/copy.elastic.yaml; "
+        "give each job its own name in a namespace (given: llm)"
     ]
 
 
@@ -145,7 +145,7 @@ def test_check_notices_a_base_that_changed(write: Write, tree: Path, capsys: pyt
     code, out, _ = run(capsys, "specs", "-o", "deploy", "--check")
     assert code == 1
     changed = sorted(set(re.findall(r"^\+\+\+ b/(\S+)", out, re.MULTILINE)))
-    assert changed == ["deploy/eval/pytorchjob.yaml", "deploy/llm/pytorchjob.yaml"]
+    assert changed == ["deploy/nlp/eval/pytorchjob.yaml", "deploy/nlp/llm/pytorchjob.yaml"]
 
 
 def test_a_base_inside_the_output_directory_is_refused(

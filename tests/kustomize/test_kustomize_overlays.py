@@ -362,24 +362,21 @@ def test_json6902_changes_the_worker_count(tmp_path: Path, bases: dict[str, Path
 def test_one_base_per_spec_and_one_overlay_over_both(
     tmp_path: Path, bases: dict[str, Path], kustomize_build: Build
 ) -> None:
-    """``elastic-compile a.yaml b.yaml -o out/`` writes out/<name>/ bases; an overlay can take both."""
+    """``elastic-compile a.yaml b.yaml -o out/`` writes out/<namespace>/<name>/ bases; an overlay can take both."""
     out = tmp_path / "out"
     spec = tmp_path / "vit.yaml"
     spec.write_text(SIDECAR_SPEC, encoding="utf-8")
     assert main([str(EXAMPLE), str(spec), "-o", str(out), "--root", str(tmp_path)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == [output.MANIFEST, "llm-finetune", "vit-train"]
-    for name in ("llm-finetune", "vit-train"):
-        assert sorted(p.name for p in (out / name).iterdir()) == [
+    assert sorted(p.name for p in out.iterdir()) == [output.MANIFEST, "ml", "ml-team"]
+    places = [out / "ml-team" / "llm-finetune", out / "ml" / "vit-train"]
+    for place in places:
+        assert sorted(p.name for p in place.iterdir()) == [
             "kustomization.yaml",
             kustomize.OPENAPI_FILE,
             "pytorchjob.yaml",
         ]
-    jobs = [kustomize_build(out / name)[0] for name in ("llm-finetune", "vit-train")]
-    overlay = _write_overlay(
-        tmp_path / "o",
-        [out / "llm-finetune", out / "vit-train"],
-        patches=[{"patch": _job_patch(job)} for job in jobs],
-    )
+    jobs = [kustomize_build(place)[0] for place in places]
+    overlay = _write_overlay(tmp_path / "o", places, patches=[{"patch": _job_patch(job)} for job in jobs])
     built = kustomize_build(overlay)
     assert [d["metadata"]["name"] for d in built] == ["llm-finetune", "vit-train"]
     for before, after in zip(jobs, built, strict=True):
