@@ -267,6 +267,23 @@ OUTPUTS = [
     "",  # empty
     "a: 1\n---\nb: 2\n",  # two documents
     "a: " + "9" * 101 + "\n",  # a number too long
+    # What our templates print: plain keys, block mappings, one JSON value a line.
+    'apiVersion: "v1"\nspec:\n  a: {"b": [1, 2.5, true, null, "\u00e9\\n", {}]}\n  c:\n    d: []\ne: -1\n',
+    'a: {"b":1}\n',  # JSON spaced otherwise than json_text: the YAML path reads it
+    'a: "\\/"\n',  # an escape JSON has and json_text never writes
+    'a: "\\ud83d\\ude00"\n',  # a surrogate pair: JSON joins it, YAML does not
+    'a: "\\\\ud83d"\n',  # an escaped backslash before "ud83d": plain text
+    "a: NaN\nb: Infinity\n",  # JSON's extensions are strings in YAML
+    "a: 1E5\nb: 1.50\n",  # numbers json_text writes otherwise
+    "a: [" + "9" * 101 + "]\n",  # a number too long, in JSON
+    "a:\nb: 1\n",  # a null
+    "a:\n  b: 1\n c: 2\n",  # an indentation no mapping has
+    "a: 1\n  b: 2\n",  # deeper without a key to hold it
+    'a: "x"  # a comment\n',
+    'a: "x"\n\nb: 1\n',  # a blank line
+    "a: 1",  # no final line break
+    '"a": 1\n',  # a quoted key
+    "a: 1\r\nb: 2\r\n",  # CRLF
 ]
 
 
@@ -284,6 +301,91 @@ def test_output_reads_like_a_spec(text: str) -> None:
     fast = outcome(lambda: loader.load_output(text, "out", **limits))
     slow = outcome(lambda: emit.plain(loader.load_text(text, "out", **limits).data, top=False))
     assert repr(fast) == repr(slow)
+
+
+@pytest.mark.parametrize("depth", range(60, 67))
+@pytest.mark.parametrize("outer", [1, 2])
+def test_output_depth_bound_is_the_yaml_paths(depth: int, outer: int) -> None:
+    """Nesting around the limit (block mappings, then brackets, some of them inside strings)."""
+    inner = "[" * depth + '"[{"' + "]" * depth
+    text = "".join(f"{'  ' * i}k{i}:\n" for i in range(outer - 1)) + f"{'  ' * (outer - 1)}a: {inner}\n"
+    limits = {"max_bytes": 10**6, "max_depth": 64, "max_values": 1000, "max_chars": 10**6}
+
+    def outcome(read: Any) -> Any:
+        try:
+            return read()
+        except SpecError as e:
+            return [str(p) for p in e.problems]
+
+    fast = outcome(lambda: loader.load_output(text, "out", **limits))
+    assert fast == outcome(lambda: emit.plain(loader.load_text(text, "out", **limits).data, top=False))
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(st.dictionaries(st.from_regex(r"[a-z][a-zA-Z0-9_]{0,6}", fullmatch=True), JSON_VALUES, min_size=1, max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_json_lines_read_what_yaml_reads(values: dict[str, Any]) -> None:
+    """``key: json_text(value)`` lines, in a nested block mapping too: both readers give the same data."""
+    text = "".join(f"{k}: {emit.json_text(v)}\n" for k, v in values.items())
+    text += "nested:\n" + "".join(f"  {k}: {emit.json_text(v)}\n" for k, v in values.items())
+    limits = {"max_bytes": 10**6, "max_depth": 64, "max_values": 10**5, "max_chars": 10**6}
+    try:
+        slow = emit.plain(loader.load_text(text, "out", **limits).data, top=False)
+    except SpecError:  # YAML refuses it (a lone surrogate, a number too long): so must the fast path
+        with pytest.raises(SpecError):
+            loader.load_output(text, "out", **limits)
+        return
+    fast = loader.load_output(text, "out", **limits)
+    assert repr(fast) == repr(slow)
+
+
+# Each golden for the targets it has an expected output for, the Flyte 2 example, and a
+# Flyte 1 task (the golden specs have no flyte: section).
+BUILTIN_OUTPUTS = [
+    *(
+        (GOLDEN / case / "elastic.yaml", target)
+        for case in GOLDEN_CASES
+        for target in ("pytorchjob", "trainjob", "podtemplate")
+        if (GOLDEN / case / f"{target}.yaml").is_file()
+    ),
+    (REPO / "examples" / "flyte2" / "elastic.yaml", "flyte2"),
+    (REPO / "examples" / "ddp-2x8-gpu.yaml", "flyte"),
+]
+
+
+@pytest.mark.parametrize(("path", "target"), BUILTIN_OUTPUTS, ids=lambda v: v.parent.name if isinstance(v, Path) else v)
+def test_builtin_output_is_read_as_json_lines(
+    path: Path, target: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every built-in template's output takes the JSON path, and reads as the YAML reader reads it."""
+    read: list[tuple[str, Any]] = []
+    real = loader._json_lines
+
+    def spy(text: str, *limits: int) -> Any:
+        data = real(text, *limits)
+        read.append((text, data))
+        return data
+
+    monkeypatch.setattr(loader, "_json_lines", spy)
+    if target == "flyte":
+        spec = tmp_path / "elastic.yaml"
+        spec.write_text(
+            path.read_text(encoding="utf-8") + "flyte: {project: p, domain: d, version: v1}\n", encoding="utf-8"
+        )
+        path = spec
+    compile_path(path, [target])
+    assert read, "no output took the JSON path"
+    for text, data in read:
+        slow = emit.plain(loader.load_text(text, "out", max_chars=10**7, max_values=10**6).data, top=False)
+        assert repr(data) == repr(slow)
+        if loader.LIBYAML:
+            assert repr(loader._event_data(text, 160, 200_000, 10**7, source=False)[0]) == repr(data)
 
 
 @pytest.mark.parametrize("read", ["spec", "output"])

@@ -17,6 +17,25 @@ import yaml
 
 from elastic_compile.core.scalars import SourceFloat, SourceInt
 
+# JSON leaves these raw with ensure_ascii=False, but YAML treats NEL, LS, PS as line
+# breaks (folded to spaces inside quotes) and rejects C1 controls, BOM and surrogates.
+_YAML_UNSAFE = re.compile("[\u007f-\u009f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+
+# One encoder for every value: json.dumps with options builds a new one per call.
+_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=False, allow_nan=False)
+
+
+def json_text(value: Any) -> str:
+    """``value`` as single-line JSON that any YAML reader parses back to ``value``.
+
+    What our templates print (their ``tojson`` and ``to_yaml`` filters): JSON is YAML
+    whatever the indentation around it once the characters YAML folds or rejects are
+    escaped.
+    """
+    text = _JSON.encode(value)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 # Kubernetes' conventional order for the top of an object; the rest keeps template order.
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
 

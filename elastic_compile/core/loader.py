@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cached_property, partial
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,6 +51,7 @@ from yaml.reader import Reader
 from yaml.resolver import BaseResolver
 from yaml.scanner import Scanner
 
+from elastic_compile.core.emit import json_text
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.scalars import SourceFloat, SourceInt
 
@@ -688,6 +690,8 @@ def load_output(text: str, file: str, *, max_bytes: int, max_depth: int, max_val
     YAML error) is read again by :func:`load_text`, which says what is wrong.
     """
     _check_size(text, file, max_bytes)
+    with suppress(_Unusual, ValueError, RecursionError):
+        return _json_lines(text, max_depth, max_values, max_chars)
     if _Backend.libyaml:
         with suppress(_Unusual, yaml.YAMLError, UnicodeEncodeError):
             return _event_data(text, max_depth, max_values, max_chars, source=False)[0]
@@ -695,6 +699,97 @@ def load_output(text: str, file: str, *, max_bytes: int, max_depth: int, max_val
 
     limits = {"max_bytes": max_bytes, "max_depth": max_depth, "max_values": max_values, "max_chars": max_chars}
     return plain(load_text(text, file, **limits).data, top=False)
+
+
+# A line of our templates' output: a plain key, and JSON or nothing (a block mapping follows).
+_KEY_LINE = re.compile(r"( *)([A-Za-z][A-Za-z0-9_]*):(?: (.+))?")
+# JSON that reads differently as YAML, or that the YAML path would refuse: a surrogate
+# escape (JSON pairs them, YAML does not) or an escape outside the set json_text writes.
+# (Searched once escaped backslashes are removed, so that every backslash left starts one.)
+_NOT_JSON_TEXT = re.compile(r"\\(?:[^\"nrtbfu]|u[dD][89a-fA-F])")
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
+_DEPTH = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _json_lines(text: str, max_depth: int, max_values: int, max_chars: int) -> Any:
+    """Our built-in templates' output as data, read with the JSON decoder.
+
+    Their text is a block mapping of plain keys whose values are what ``json_text``
+    prints: one JSON value on the key's line. A line is taken only if it is exactly what
+    ``json_text`` prints for the value it holds, which YAML reads to the same value (the
+    tests compare both readers); anything else (a comment, a quoted key, a null, other
+    JSON spacing) raises ``_Unusual`` for the YAML reader. The limits hold as on the YAML
+    path: no more values than characters (each takes one at least), and the nesting of
+    the block mappings plus the deepest brackets outside strings is bounded.
+    """
+    if len(text) > max_chars or len(text) > max_values:
+        raise _Unusual
+    if "\\" in text and _NOT_JSON_TEXT.search(text.replace("\\\\", "")):
+        raise _Unusual
+    root: dict[str, Any] = {}
+    stack: list[tuple[int, dict[str, Any]]] = []  # the open block mappings and their indentation
+    waiting: str | None = None  # a key whose block mapping starts on the next line
+    lines = text.split("\n")
+    if lines.pop() != "":  # the document ends with a line break
+        raise _Unusual
+    for line in lines:
+        match = _KEY_LINE.fullmatch(line)
+        if match is None:
+            raise _Unusual
+        indent, key, value = len(match[1]), match[2], match[3]
+        if waiting is not None:  # the first key of a nested mapping: deeper than its parent
+            if indent <= stack[-1][0]:
+                raise _Unusual
+            nested: dict[str, Any] = {}
+            stack[-1][1][waiting] = nested
+            stack.append((indent, nested))
+            waiting = None
+        elif not stack:
+            if indent:
+                raise _Unusual
+            stack.append((0, root))
+        else:
+            while stack and indent < stack[-1][0]:
+                stack.pop()
+            if not stack or indent != stack[-1][0]:
+                raise _Unusual
+        mapping = stack[-1][1]
+        if key in mapping:
+            raise _Unusual
+        if value is None:
+            waiting = key
+            continue
+        data = _JSON_DECODER.decode(value)
+        if json_text(data) != value:
+            raise _Unusual
+        # A scalar inside the deepest collection sits in len(stack) + deepest collections;
+        # the brackets (some perhaps inside strings) bound that depth, and nearly always do.
+        deepest = value.count("[") + value.count("{")
+        if len(stack) + deepest >= max_depth:
+            deepest = max(accumulate(map(_DEPTH.__getitem__, _BRACKETS.findall(_STRINGS.sub("", value)))))
+            if len(stack) + deepest >= max_depth:
+                raise _Unusual
+        mapping[key] = data
+    if waiting is not None or not stack:
+        raise _Unusual
+    return root
+
+
+def _no_constant(name: str) -> Any:
+    raise _Unusual  # NaN and Infinity: JSON's extensions, strings to YAML
+
+
+def _number(read: Callable[[str], Any]) -> Callable[[str], Any]:
+    def number(text: str) -> Any:
+        if len(text) > 100:  # what the YAML path refuses to read
+            raise _Unusual
+        return read(text)
+
+    return number
+
+
+_JSON_DECODER = json.JSONDecoder(parse_int=_number(int), parse_float=_number(float), parse_constant=_no_constant)
 
 
 def _event_data(
