@@ -2,9 +2,11 @@
 
 Templating YAML as text is where Helm got hurt (quoting, booleans, injection), so:
 
-* one environment factory: sandboxed, ``StrictUndefined`` (a typo in a template is an
-  error, not an empty string); custom templates from a platform team or a pull request
-  run confined, bounded and under hard limits (:mod:`elastic_compile.compiler.sandbox`);
+* one environment factory, ``StrictUndefined`` (a typo in a template is an error, not an
+  empty string): the built-in templates (ours, shipped in the package) render in a plain
+  environment; custom templates from a platform team or a pull request run sandboxed,
+  confined, bounded and under hard limits (:mod:`elastic_compile.compiler.sandbox`, imported
+  only for them);
 * scalars print through ``tojson`` and subtrees through ``to_yaml``; both emit JSON, which
   is valid YAML whatever the indentation around it, with characters that YAML would
   fold or reject escaped;
@@ -14,44 +16,27 @@ Templating YAML as text is where Helm got hurt (quoting, booleans, injection), s
 
 from __future__ import annotations
 
-import json
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import jinja2.sandbox
 from jinja2.loaders import split_template_path
 
-from elastic_compile.compiler import sandbox
-from elastic_compile.core.emit import plain
+from elastic_compile.core.emit import json_text, plain
 from elastic_compile.core.errors import CompileError, SpecError
 from elastic_compile.core.loader import load_output, load_text
 
 BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
-# JSON leaves these raw with ensure_ascii=False, but YAML treats NEL, LS, PS as line
-# breaks (folded to spaces inside quotes) and rejects C1 controls, BOM and surrogates.
-_YAML_UNSAFE = re.compile("[\u007f-\u009f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
-
-
-# One encoder for every value: json.dumps with options builds a new one per call.
-_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=False, allow_nan=False)
-
-
-def json_text(value: Any) -> str:
-    """``value`` as single-line JSON that any YAML reader parses back to ``value``."""
-    text = _JSON.encode(value)
-    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
 
 def environment(template_dir: Path | None = None) -> jinja2.Environment:
-    """The Jinja2 environment: sandboxed, strict, our two value filters.
+    """The Jinja2 environment: strict, our two value filters.
 
-    Without ``template_dir`` it holds the built-in templates (trusted, rendered in
-    process). With it (``--templates``), templates in that directory replace the built-in
-    ones by name, confined and bounded by :mod:`elastic_compile.compiler.sandbox`.
+    Without ``template_dir`` it holds the built-in templates (ours and trusted: rendered in
+    process, without the sandbox's check of every attribute read). With it
+    (``--templates``), templates in that directory replace the built-in ones by name,
+    sandboxed, confined and bounded by :mod:`elastic_compile.compiler.sandbox`.
     """
     options: dict[str, Any] = {
         "undefined": jinja2.StrictUndefined,
@@ -63,10 +48,12 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
     builtin = jinja2.FileSystemLoader(str(BUILTIN_TEMPLATES))
     env: jinja2.Environment
     if template_dir is None:
-        env = jinja2.sandbox.ImmutableSandboxedEnvironment(loader=builtin, **options)
+        env = jinja2.Environment(loader=builtin, **options)
         env.filters["tojson"] = _value_filter
         env.filters["to_yaml"] = _value_filter
     else:
+        from elastic_compile.compiler import sandbox
+
         env = sandbox.environment_for(template_dir, builtin, **options)
         env.filters["tojson"] = env.filters["to_yaml"] = _bounded_value_filter
     return env
@@ -80,6 +67,8 @@ def _value_filter(value: Any) -> str:
 
 
 def _bounded_value_filter(value: Any) -> str:
+    from elastic_compile.compiler import sandbox  # imported by environment() already
+
     # JSON of a value escapes each character to at most 6: bound it before it is built.
     if sandbox.value_size(value) > sandbox.MAX_VALUE_SIZE:
         raise sandbox.BoundExceeded(f"a value larger than {sandbox.MAX_VALUE_SIZE} characters and items")
@@ -112,6 +101,8 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
         except Exception as e:
             raise CompileError(*_describe(e, where)) from e
     else:
+        from elastic_compile.compiler import sandbox
+
         builtin = False
         where = f"template {source}"
         env = _cached_environment(template_dir)
@@ -152,6 +143,8 @@ def custom_template(template_dir: Path, template_name: str) -> Path | None:
 
     Raises ``CompileError`` for a file the sandbox refuses (a symbolic link, a FIFO, ...).
     """
+    from elastic_compile.compiler import sandbox
+
     try:
         parts = split_template_path(template_name)
         found = sandbox.read_confined(template_dir, parts)
@@ -172,6 +165,8 @@ def _describe(e: BaseException, where: str) -> tuple[str, str]:
         return where, f"undefined value: {_first_line(e)}"
     if isinstance(e, jinja2.TemplateError):
         return where, _first_line(e)
+    from elastic_compile.compiler import sandbox
+
     if isinstance(e, sandbox.LimitExceeded):
         return where, str(e)
     if isinstance(e, MemoryError):
