@@ -162,21 +162,30 @@ class CompactSchema:
         the wrong type is not entered. Rules about values hang off this walk
         (:mod:`elastic_compile.schema.podvalues`).
         """
+        found: list[tuple[str, dict[str, Any], Loc]] = []
+        self._objects(value, node, loc, found)
+        return iter(found)
+
+    def _objects(self, value: Any, node: Node, loc: Loc, found: list[tuple[str, dict[str, Any], Loc]]) -> None:
+        # Collected into one list: nested generators would pass each item up every level.
         name = None
         while "ref" in node:
             name = node["ref"]
             node = self.definitions[name]
         if isinstance(value, dict):
             if name is not None:
-                yield name, value, loc
+                found.append((name, value, loc))
             properties: Mapping[str, Node] = node.get("properties", {})
+            values = node.get("values")
             for key, item in value.items():
-                child = properties.get(key, node.get("values"))
-                if child is not None:
-                    yield from self.objects(item, child, (*loc, key))
+                if isinstance(item, (dict, list)):  # a scalar holds no mapping
+                    child = properties.get(key, values)
+                    if child is not None:
+                        self._objects(item, child, (*loc, key), found)
         elif isinstance(value, list) and "items" in node:
+            items = node["items"]
             for index, item in enumerate(value):
-                yield from self.objects(item, node["items"], (*loc, index))
+                self._objects(item, items, (*loc, index), found)
 
     def definition(self, name: str) -> Node:
         """The node of a named definition (``KeyError`` when the file has none)."""
