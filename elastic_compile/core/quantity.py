@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -33,6 +34,18 @@ def parse_quantity(text: str) -> Decimal:
 
     Raises ``ValueError`` when ``text`` is not a quantity.
     """
+    # A spec and its output name the same few quantities many times (each container's
+    # requests and limits, and the checks of each): short ones are remembered (a Decimal
+    # is immutable), long ones are not, so that the memory held stays bounded.
+    return _remembered(text) if len(text) <= 32 else _parse(text)
+
+
+@lru_cache(maxsize=2048)
+def _remembered(text: str) -> Decimal:
+    return _parse(text)
+
+
+def _parse(text: str) -> Decimal:
     if not is_quantity(text):
         raise ValueError(f"not a Kubernetes quantity: {text!r}")
     match = _SUFFIX.search(text)
