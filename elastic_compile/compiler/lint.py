@@ -627,6 +627,10 @@ _BLANK_RUN = re.compile(rf"[ \t\u00a0\u2000-\u200a\u3000]{{{MAX_BLANK_RUN},}}")
 _FAKE_ENTRY = re.compile(r"[\n\r\u0085\u2028\u2029][ \t]*(?:- |#|[\w.$/-]+:(?:[ \t]|$))")
 
 
+# The ASCII characters hidden_character names: the C0 controls but tab and line feed, and DEL.
+_ASCII_HIDDEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
 def hidden_character(char: str) -> str | None:
     """What kind of character a reviewer cannot see ``char`` is, or None when it is visible text."""
     code = ord(char)
@@ -655,7 +659,11 @@ def code_point(char: str) -> str:
 def text_lints(path: Path, text: str, *, key: bool = False) -> Iterator[Lint]:
     """EC112 and EC113 for one emitted string (a value, or a key when ``key``)."""
     what = "the key" if key else "the value"
-    hidden = [(i, c, kind) for i, c in enumerate(text) if (kind := hidden_character(c)) is not None]
+    hidden = (
+        []  # nearly every string: ASCII, and hidden only as a control character (a search in C)
+        if text.isascii() and _ASCII_HIDDEN.search(text) is None
+        else [(i, c, kind) for i, c in enumerate(text) if (kind := hidden_character(c)) is not None]
+    )
     if hidden:
         index, char, kind = hidden[0]
         more = f" and {len(hidden) - 1} more" if len(hidden) > 1 else ""

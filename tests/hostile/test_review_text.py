@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from elastic_compile.compiler.cli import main
-from elastic_compile.compiler.lint import MAX_BLANK_RUN, MAX_REVIEWABLE_CHARS, hidden_character
+from elastic_compile.compiler.lint import MAX_BLANK_RUN, MAX_REVIEWABLE_CHARS, hidden_character, text_lints
 from elastic_compile.localrun.cli import main as run_main
 
 BASE = "name: t\nimage: ghcr.io/x/y:1.0\ncommand: [python, t.py]\n"
@@ -92,6 +92,14 @@ def test_each_class_of_the_issue_is_caught() -> None:
         assert hidden_character(chr(code)) is not None, hex(code)
     for visible in "aZ09-_./: é漢字🙂\t\n":
         assert hidden_character(visible) is None, repr(visible)
+
+
+def test_the_ascii_search_finds_what_the_character_rule_finds() -> None:
+    """text_lints skips the per-character rule for ASCII text without a match of one search."""
+    for code in range(128):
+        text = f"a{chr(code)}b"
+        found = [lint.code for lint in text_lints(("env", "X"), text)]
+        assert ("EC112" in found) == (hidden_character(chr(code)) is not None), hex(code)
 
 
 def test_a_bidi_trojan_in_a_command_is_an_error_under_strict(
