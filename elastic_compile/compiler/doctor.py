@@ -4,7 +4,10 @@ Input is any manifest stream (a file with several documents, ``kubectl kustomize
 on standard input); each PyTorchJob and TrainJob in it (with the runtime it references, when
 the stream holds it) is checked against the webhook's rules, the
 runtime traps and the rules hand-written jobs break (:mod:`elastic_compile.targets.doctor`,
-``targets/<kind>/doctor.py``). Every finding is one located line with a stable code::
+``targets/<kind>/doctor.py``), and with the rules every compile applies to a spec: the
+API server's pod values (:mod:`elastic_compile.schema.podvalues`) and the lints on text
+(EC107, EC112, EC113 in :mod:`elastic_compile.compiler.lint`). Every finding is one located
+line with a stable code::
 
     job.yaml:12:17: spec.elasticPolicy.standalone: DR004 standalone: must not be true: ...
 
@@ -21,11 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elastic_compile.compiler import lint
 from elastic_compile.core.errors import Problem
 from elastic_compile.core.loader import Loaded, load_stream, read_input
 from elastic_compile.schema.podspec import octal_hint
 from elastic_compile.targets.adopt import in_document
-from elastic_compile.targets.checks import Finding
+from elastic_compile.targets.checks import Finding, from_lines
 from elastic_compile.targets.launcher import TORCHRUN_EXIT_CODES
 
 
@@ -75,6 +79,11 @@ RULES: tuple[Rule, ...] = (
     Rule("DR025", "rdzv-is-host", "is_host in the rdzvConf of several pods: every pod gets it, so all host the "
          "store or none does"),
     Rule("DR026", "torchrun-exit-codes", TORCHRUN_EXIT_CODES),
+    Rule("DR027", "pod-value", "a pod value the API server rejects: the CRD takes it, then every pod creation fails "
+         "and the job waits with no pod"),
+    # What compile lints in every spec's text (EC107, EC112, EC113), under their names and reasons.
+    *(Rule(code, lint.RULES[ec].name, lint.RULES[ec].why)
+      for code, ec in zip(("DR028", "DR029", "DR030"), lint.MANIFEST_CODES, strict=True)),
 )  # fmt: skip
 BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RULES}
 
@@ -100,6 +109,23 @@ def _runtime(runtime: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Findi
     return runtime_findings(runtime)
 
 
+def _pytorchjob_values(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
+    from elastic_compile.targets.pytorchjob.checks import pod_errors
+
+    return from_lines("pod-value", pod_errors(job))
+
+
+def _trainer_values(doc: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
+    from elastic_compile.targets.trainjob.checks import pod_errors
+
+    return from_lines("pod-value", pod_errors(doc))
+
+
+def _text(doc: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
+    """Secrets written as literals, invisible characters and values hard to review (never printed)."""
+    return [Finding(lint.RULES[found.code].name, found.path, found.message) for found in lint.manifest_lints(doc)]
+
+
 def _schema(schema_file: str, api_version: str, kind: str) -> Checker:
     """The CRD schema's problems with a document of ``kind`` (its status left out: the cluster's)."""
 
@@ -118,16 +144,25 @@ def _schema(schema_file: str, api_version: str, kind: str) -> Checker:
 
 _V1 = "kubeflow.org/v1"
 _V2 = "trainer.kubeflow.org/v1alpha1"
+
+
+def _checks(schema_file: str, api_version: str, kind: str, own: Checker, values: Checker) -> tuple[Checker, ...]:
+    """A kind's checks: its CRD schema, its own rules, the API server's pod values, the text lints."""
+    return (_schema(schema_file, api_version, kind), own, values, _text)
+
+
 #: (apiVersion, kind) -> the checks that read it.
 CHECKERS: Mapping[tuple[str, str], tuple[Checker, ...]] = {
-    (_V1, "PyTorchJob"): (_schema("pytorchjobs.kubeflow.org.json", _V1, "PyTorchJob"), _pytorchjob),
-    (_V2, "TrainJob"): (_schema("trainjobs.trainer.kubeflow.org.json", _V2, "TrainJob"), _trainjob),
-    (_V2, "TrainingRuntime"): (_schema("trainingruntimes.trainer.kubeflow.org.json", _V2, "TrainingRuntime"), _runtime),
-    (_V2, "ClusterTrainingRuntime"): (
-        _schema("clustertrainingruntimes.trainer.kubeflow.org.json", _V2, "ClusterTrainingRuntime"),
-        _runtime,
+    (_V1, "PyTorchJob"): _checks("pytorchjobs.kubeflow.org.json", _V1, "PyTorchJob", _pytorchjob, _pytorchjob_values),
+    (_V2, "TrainJob"): _checks("trainjobs.trainer.kubeflow.org.json", _V2, "TrainJob", _trainjob, _trainer_values),
+    (_V2, "TrainingRuntime"): _checks(
+        "trainingruntimes.trainer.kubeflow.org.json", _V2, "TrainingRuntime", _runtime, _trainer_values
+    ),
+    (_V2, "ClusterTrainingRuntime"): _checks(
+        "clustertrainingruntimes.trainer.kubeflow.org.json", _V2, "ClusterTrainingRuntime", _runtime, _trainer_values
     ),
 }
+
 #: The kinds that are jobs (the others are read with them).
 JOB_KINDS = ("PyTorchJob", "TrainJob")
 

@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from elastic_compile import contract
 from elastic_compile.core.errors import Problem, SpecError, show_given
@@ -302,11 +302,55 @@ def output_lints(doc: Any, port: int) -> list[Lint]:
             for index, container in enumerate(items if isinstance(items, list) else []):
                 if isinstance(container, dict):
                     found.extend(_container_privileged((*path, kind, index), container))
-    for path, text, key in _strings(doc, ()):
-        found.extend(text_lints(path, text, key=key))
-        if not key:
-            found.extend(secret_lints(path, text))
+    found.extend(_string_lints(doc))
     return found
+
+
+def _string_lints(doc: Any, secrets_done: frozenset[Path] = frozenset()) -> Iterator[Lint]:
+    """EC112 and EC113 on every string of ``doc``, EC107 by shape on its values (but those in ``secrets_done``)."""
+    for path, text, key in _strings(doc, ()):
+        yield from text_lints(path, text, key=key)
+        if not key and path not in secrets_done:
+            yield from secret_lints(path, text)
+
+
+#: What ``elastic-compile doctor`` lints in a manifest we did not write: what compile lints in every spec's text.
+MANIFEST_CODES: Final = ("EC107", "EC112", "EC113")
+
+
+def manifest_lints(doc: Any) -> list[Lint]:
+    """:data:`MANIFEST_CODES` on a hand-written manifest, with paths into it (``elastic-compile doctor``).
+
+    Env entries (of a container, or of a TrainJob's trainer) are read as compile reads a
+    spec's: a secret-like name with a literal value is EC107; so are commands and args with
+    a secret after a ``--token`` style flag. Every other string is checked by its shape.
+    """
+    found: list[Lint] = []
+    done: set[Path] = set()
+    for path, node in _mappings(doc, ()):
+        env = node.get("env")
+        for index, entry in enumerate(env if isinstance(env, list) else []):
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                done.add((*path, "env", index, "value"))
+                found.extend(_named_secret((*path, "env", index, "value"), entry["name"], entry.get("value")))
+        for field in ("command", "args"):
+            words = node.get(field)
+            if isinstance(words, list):
+                done.update((*path, field, index) for index in range(len(words)))
+                found.extend(_arg_secrets((*path, field), words))
+    found.extend(_string_lints(doc, frozenset(done)))
+    return list(dict.fromkeys(found))
+
+
+def _mappings(node: Any, path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every mapping in ``node`` with its path, ``node`` first."""
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _mappings(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _mappings(value, (*path, index))
 
 
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
@@ -318,14 +362,9 @@ def _pod_specs(node: Any, path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
     Any kind: a TrainJob's runtimePatches entry patches a pod spec through the containers it
     names, and may name only init containers.
     """
-    if isinstance(node, dict):
-        if any(isinstance(node.get(kind), list) for kind in _CONTAINER_LISTS):
-            yield path, node
-        for key, value in node.items():
-            yield from _pod_specs(value, (*path, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield from _pod_specs(value, (*path, index))
+    for where, mapping in _mappings(node, path):
+        if any(isinstance(mapping.get(kind), list) for kind in _CONTAINER_LISTS):
+            yield where, mapping
 
 
 # --------------------------------------------------------------------------- rules

@@ -37,14 +37,16 @@ def podspec_problems(spec: dict[str, Any], *, fragment: bool = False) -> list[co
     return [*(octal_hint(spec, p) for p in problems), *values]
 
 
-def pod_value_problems(spec: dict[str, Any]) -> list[compact.Problem]:
+def pod_value_problems(spec: dict[str, Any], ref: str = ROOT) -> list[compact.Problem]:
     """What the API server would reject in the values of a PodSpec (:mod:`podvalues`).
 
-    Only fields the schema knows are looked at, so a manifest written for a newer
-    Kubernetes is checked for what we can judge and nothing else.
+    ``ref``: another Kubernetes definition the value is (``io.k8s.api.core.v1.EnvVar``),
+    for the parts of a pod a TrainJob carries outside any PodSpec. Only fields the schema
+    knows are looked at, so a manifest written for a newer Kubernetes is checked for what
+    we can judge and nothing else.
     """
     found: list[compact.Problem] = []
-    for definition, value, loc in compact.core().objects(spec, {"ref": ROOT}):
+    for definition, value, loc in compact.core().objects(spec, {"ref": ref}):
         podvalues.check(definition, value, loc, found)
     return found
 

@@ -18,6 +18,7 @@ from elastic_compile.core.crdcheck import join_path
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.schema import compact
+from elastic_compile.schema.podspec import ROOT as POD_SPEC
 from elastic_compile.schema.podspec import pod_value_problems
 
 #: A field of the spec, as the loader locates it: ("pod_template", "spec", "containers", 0).
@@ -127,12 +128,14 @@ def from_lines(rule: str, lines: Sequence[str]) -> list[Finding]:
     return found
 
 
-def pod_value_errors(pod_spec: Any, prefix: compact.Loc) -> list[str]:
+def pod_value_errors(pod_spec: Any, prefix: compact.Loc, ref: str = POD_SPEC) -> list[str]:
     """Values in a pod spec (at ``prefix`` in its document) the API server would reject on pod creation.
 
     A custom resource's schema takes a pod template with any value (``imagePullPolicy:
     always``); the operator's pod creation then fails on every attempt, so we check them.
+    ``ref``: another Kubernetes definition the value is (a TrainJob's env entry, its
+    ``resourcesPerNode``).
     """
     if not isinstance(pod_spec, dict):
         return []
-    return compact.render(pod_value_problems(pod_spec), prefix)
+    return compact.render(pod_value_problems(pod_spec, ref), prefix)

@@ -203,6 +203,24 @@ CASES: list[tuple[str, dict[str, Any] | list[dict[str, Any]], str]] = [
     ("DR011", _tj(**{f"{T}.env": [{"name": "WORLD_SIZE", "value": "4"}]}), f"{T}.env.0.name"),
     ("DR012", _tj(_with(base=RUNTIME, **{f"{RJ}.containers.1": {"name": "logs", "image": "x:1"}})),
      f"{RJ}.containers.1"),
+    # The compiler's pod-value rules and text lints, on what a hand-written job carries.
+    ("DR027", _with(**{f"{C}.imagePullPolicy": "always"}), f"{C}.imagePullPolicy"),
+    ("DR027", _tj(**{f"{T}.env": [{"name": "1BAD", "value": "x"}]}), f"{T}.env.0.name"),
+    ("DR027", _tj(**{f"{T}.resourcesPerNode": {"limits": {"cpu": "1"}, "requests": {"cpu": "2"}}}),
+     f"{T}.resourcesPerNode.requests.cpu"),
+    ("DR027", _tj(**{f"spec.runtimePatches.0.trainingRuntimeSpec.{RJ[5:]}.tolerations":
+                     [{"key": "a", "operator": "Exists", "value": "x"}]}),
+     f"spec.runtimePatches.0.trainingRuntimeSpec.{RJ[5:]}.tolerations.0.value"),
+    ("DR027", _tj(_with(base=RUNTIME, **{f"{RJ}.containers.0.imagePullPolicy": "sometimes"})),
+     f"{RJ}.containers.0.imagePullPolicy"),
+    ("DR028", _with(**{f"{C}.env.1": {"name": "API_TOKEN", "value": "s3cr3t"}}), f"{C}.env.1.value"),
+    ("DR028", _with(**{f"{C}.args": ["--token", "ghp_" + "a" * 36]}), f"{C}.args.1"),
+    ("DR028", _tj(**{f"{T}.env": [{"name": "HF_TOKEN", "value": "hf_" + "b" * 34}]}), f"{T}.env.0.value"),
+    ("DR029", _with(**{f"{C}.args": ["--out=/data\u202e/x"]}), f"{C}.args.0"),
+    ("DR029", _tj(**{f"{T}.command": ["torchrun", "train.py\u200b"]}), f"{T}.command.1"),
+    ("DR030", _with(**{f"{C}.args": ["--cfg=a\nimage: evil:1"]}), f"{C}.args.0"),
+    ("DR030", _with(**{f"{W}.template.metadata.annotations.note": "x" + " " * 40 + "y"}),
+     f"{W}.template.metadata.annotations.note"),
 ]  # fmt: skip
 
 # The near twins: the same setting written the way that works.
@@ -238,6 +256,13 @@ NEAR_MISSES: list[tuple[str, dict[str, Any] | list[dict[str, Any]]]] = [
                                                                    "restartPolicy": "Always"}]}))),
     ("DR023", _tj(**{f"{T}.command": ["python", "train.py"], f"{T}.numNodes": 1, f"{T}.numProcPerNode": 1})),
     ("DR023", _tj(**{f"{T}.command": ["bash", "-c"], f"{T}.args": ["cd /w && torchrun train.py"]})),
+    ("DR027", _with(**{f"{C}.imagePullPolicy": "Always"})),
+    ("DR027", _tj(**{f"{T}.resourcesPerNode": {"limits": {"cpu": "2"}, "requests": {"cpu": "2"}}})),
+    ("DR028", _with(**{f"{C}.env.1": {"name": "API_TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "t"}}}})),
+    ("DR028", _with(**{f"{C}.env.1": {"name": "TOKENIZERS_PARALLELISM", "value": "false"}})),
+    ("DR028", _with(**{f"{C}.args": ["--token", "$(HF_TOKEN)"]})),
+    ("DR029", _with(**{f"{C}.args": ["--out=/data/\u00e9t\u00e9"]})),
+    ("DR030", _with(**{f"{C}.args": ["--cfg=line one\nline two"]})),
 ]  # fmt: skip
 
 
@@ -313,6 +338,25 @@ def test_cli_escapes_what_the_manifest_names(capsys: pytest.CaptureFixture[str],
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\u202e" not in out
     assert "container logs\\x1b[2J\\u202e runs beside pytorch" in out
+
+
+def test_cli_never_prints_a_secret(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """DR028 says what a literal looks like, never what it is; DR029 names the character by code point."""
+    job = tmp_path / "job.yaml"
+    token = "hf_" + "Zq9" * 12
+    env = [{"name": "NCCL_DEBUG", "value": "WARN"}, {"name": "HF_TOKEN", "value": token}]
+    job.write_text(to_yaml([_with(**{f"{C}.env": env, f"{C}.args": ["--api-key", token, "x\u202e"]})]))
+    assert main(["doctor", str(job)]) == 1
+    out = capsys.readouterr().out
+    assert token not in out and "\u202e" not in out
+    assert out.splitlines() == [
+        f"{job}:38:26: {C.replace('.0', '[0]')}.env[1].value: DR028 literal-secret-env: HF_TOKEN looks like a secret "
+        f"but has a literal value",
+        f"{job}:44:19: {C.replace('.0', '[0]')}.args[1]: DR028 literal-secret-env: a literal value that looks like "
+        "a Hugging Face token (not shown)",
+        f"{job}:45:19: {C.replace('.0', '[0]')}.args[2]: DR029 invisible-text: the value contains U+202E "
+        "RIGHT-TO-LEFT OVERRIDE (a bidi control) at character 2",
+    ]
 
 
 def test_cli_reads_every_file_before_failing(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

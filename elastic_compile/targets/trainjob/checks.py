@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from elastic_compile.core.crdcheck import as_int, as_mapping, name_errors, show
+from elastic_compile.schema.podspec import ROOT as POD_SPEC
 from elastic_compile.targets.checks import FieldPath as Path
-from elastic_compile.targets.checks import Finding, from_lines
+from elastic_compile.targets.checks import Finding, from_lines, pod_value_errors
 from elastic_compile.targets.trainjob import api
 
 # The JobSet plugin's manager rule: a DNS-1123 subdomain, "/", then a non-empty path (jobset.go).
@@ -28,6 +29,7 @@ _MAX_PATCHES: Final = 16
 _FRAMEWORKS: Final = ("torch", "mpi", "flux", "jax", "xgboost")
 
 Jobs = Mapping[str, frozenset[str]]
+_CORE: Final = "io.k8s.api.core.v1."
 
 
 def _list(value: Any) -> list[Any]:
@@ -252,6 +254,47 @@ def runtime_findings(runtime: Mapping[str, Any]) -> list[Finding]:
             if name == api.NODE or name not in jobs.get(str(target.get("jobName")), frozenset()):
                 webhook(("spec", "mlPolicy", "torch", "envInjection", "targets", i), f"no injectable container {name}")
     return list(dict.fromkeys(found))
+
+
+def _replicated_pods(jobset: Any, at: Path) -> list[tuple[Path, Any]]:
+    """The pod spec of each replicated job of the JobSet spec ``jobset`` (at ``at``), with its path."""
+    return [
+        (
+            (*at, "replicatedJobs", i, "template", "spec", "template", "spec"),
+            _at(rjob, "template", "spec", "template", "spec"),
+        )
+        for i, rjob in enumerate(_mappings(as_mapping(jobset).get("replicatedJobs")))
+    ]
+
+
+def pod_errors(doc: Mapping[str, Any]) -> list[str]:
+    """What the API server would reject in the pod values of a TrainJob or a runtime, as lines.
+
+    A TrainJob carries pod parts outside any PodSpec (the trainer's env and resources) and
+    pod spec patches (``runtimePatches``, partial: only what they change); a runtime holds
+    whole pod specs. The CRDs take any value there, and JobSet's pod creation fails later.
+    """
+    parts: list[tuple[Path, Any, str]] = []
+    spec = as_mapping(doc.get("spec"))
+    if doc.get("kind") in api.RUNTIME_KINDS:
+        parts += [
+            (at, pod, POD_SPEC)
+            for at, pod in _replicated_pods(_at(spec, "template", "spec"), ("spec", "template", "spec"))
+        ]
+    else:
+        trainer = as_mapping(spec.get("trainer"))
+        for j, var in enumerate(_list(trainer.get("env"))):
+            parts.append((("spec", "trainer", "env", j), var, f"{_CORE}EnvVar"))
+        parts.append(
+            (("spec", "trainer", "resourcesPerNode"), trainer.get("resourcesPerNode"), f"{_CORE}ResourceRequirements")
+        )
+        for i, patch in enumerate(_mappings(spec.get("runtimePatches"))):
+            at: Path = ("spec", "runtimePatches", i, "trainingRuntimeSpec", "template", "spec")
+            parts += [
+                (where, pod, POD_SPEC)
+                for where, pod in _replicated_pods(_at(patch, "trainingRuntimeSpec", "template", "spec"), at)
+            ]
+    return [line for at, value, ref in parts for line in pod_value_errors(value, at, ref)]
 
 
 def manifest_errors(doc: Mapping[str, Any], runtime: Mapping[str, Any] | None = None) -> list[str]:
