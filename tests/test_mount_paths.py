@@ -13,6 +13,7 @@ import pytest
 
 from elastic_compile import contract
 from elastic_compile.compiler.pipeline import compile_text
+from elastic_compile.core.errors import SpecError
 from elastic_compile.schema.models import mount_path
 
 BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
@@ -50,3 +51,49 @@ def test_a_user_tmp_mount_however_spelled_gets_no_scratch_beside_it(path: str) -
         f"        volumeMounts: [{{name: mine, mountPath: {path}}}]\n"
     )
     assert [m["mountPath"] for m in training["volumeMounts"] if m["name"] != "dshm"] == [path]
+
+
+SHM_INSIDE = (
+    "pod_template:\n  spec:\n    volumes: [{{name: data, emptyDir: {{}}}}]\n"
+    "    containers:\n      - name: {container}\n{image}        volumeMounts: [{{name: data, mountPath: {path}}}]\n"
+)
+
+
+@pytest.mark.parametrize("path", ["/dev/shm/data", "/dev//shm/data/", "//dev/shm/a/b", "/dev/./shm/x"])
+def test_a_mount_inside_our_shm_is_refused_where_it_is_written(path: str) -> None:
+    text = BASE + SHM_INSIDE.format(container="pytorch", image="", path=path)
+    with pytest.raises(SpecError) as caught:
+        compile_text(text, "elastic.yaml", ("pytorchjob",))
+    assert [str(p) for p in caught.value.problems] == [
+        f"elastic.yaml:9:48: pod_template.spec.containers[0].volumeMounts[0].mountPath: inside /dev/shm, where the "
+        "compiler mounts its memory-backed volume (shared_memory) after yours: a runtime that mounts in list order "
+        "hides yours under it; mount it outside /dev/shm, or set shared_memory: false and mount /dev/shm yourself "
+        f"(given: {path})"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "container", "path"),
+    [
+        ("shared_memory: false\n", "pytorch", "/dev/shm/data"),  # no /dev/shm of ours
+        ("", "pytorch", "/dev/shmem"),  # beside it, not inside
+        ("", "logs", "/dev/shm/data"),  # a sidecar: our /dev/shm is the training container's only
+    ],
+)
+def test_a_mount_near_our_shm_is_fine(extra: str, container: str, path: str) -> None:
+    image = "        image: fluent/fluent-bit:3.0\n        restartPolicy: Always\n" if container == "logs" else ""
+    text = BASE + extra + SHM_INSIDE.format(container=container, image=image, path=path)
+    if container == "logs":
+        text = text.replace("    containers:\n", "    initContainers:\n")
+    compile_text(text, "elastic.yaml", ("pytorchjob",))
+
+
+def test_inside_the_users_own_shm_is_theirs() -> None:
+    """Both mounts are the user's: the compiler adds no /dev/shm, so nothing of ours can hide theirs."""
+    text = BASE + (
+        "pod_template:\n  spec:\n    volumes: [{name: data, emptyDir: {}}, {name: mine, emptyDir: {medium: Memory}}]\n"
+        "    containers:\n      - name: pytorch\n        volumeMounts:\n"
+        "          - {name: mine, mountPath: /dev/shm}\n          - {name: data, mountPath: /dev/shm/data}\n"
+    )
+    training = _training(text[len(BASE) :])
+    assert [m["mountPath"] for m in training["volumeMounts"]] == ["/dev/shm", "/dev/shm/data"]

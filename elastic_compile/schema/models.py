@@ -1186,9 +1186,22 @@ class ElasticSpec(_Section):
                 if not isinstance(container, dict):
                     continue
                 training = field == "containers" and container.get("name") == contract.TRAINING_CONTAINER
+                mounts = [m for m in container.get("volumeMounts") or [] if isinstance(m, dict)]
+                # Our memory-backed /dev/shm goes on the training container unless the user mounts it.
+                ours = training and self.shared_memory is not False and not any(mounts_shm(m) for m in mounts)
                 for j, mount in enumerate(container.get("volumeMounts") or []):
                     if not isinstance(mount, dict):
                         continue
+                    if ours and mounted_within(mount, SHM_PATH):
+                        problems.append(
+                            (
+                                (*base, field, i, "volumeMounts", j, "mountPath"),
+                                f"inside {SHM_PATH}, where the compiler mounts its memory-backed volume "
+                                "(shared_memory) after yours: a runtime that mounts in list order hides yours under "
+                                f"it; mount it outside {SHM_PATH}, or set shared_memory: false and mount {SHM_PATH} "
+                                "yourself",
+                            )
+                        )
                     if mount.get("name") not in volumes:
                         problems.append(
                             (
