@@ -137,6 +137,13 @@ OPT_SHUTDOWN_TIMEOUT: Final = "--shutdown-timeout"
 OPT_FUNCTION: Final = "--function"
 OPT_RESULT: Final = "--result"
 OPT_TERMINATION_LOG: Final = "--termination-log"
+# What a compiled job passes when elastic.yaml leaves the setting unset, where it differs from
+# elastic-launch's own default (torch's): the schema's defaults, named in elastic-launch --help.
+#: rdzv.read_timeout: worker-0 hosts the store and its name resolves only once it is Ready,
+#: so the other pods must outwait its image pull (torch's 60 s does not; flytekit#3419).
+COMPILED_READ_TIMEOUT: Final = 900
+#: max_restarts: losing a node or a transient NCCL error costs one restart, not the job.
+COMPILED_MAX_RESTARTS: Final = 3
 # Options only the user or the pod spec sets by hand (the compiler leaves them out).
 OPT_LOCAL_ADDR: Final = "--local-addr"
 OPT_LOG_DIR: Final = "--log-dir"

@@ -124,9 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(c.OPT_RDZV_ID, metavar="ID", help="run id; env PET_RDZV_ID; default <namespace>.<job>")
     p.add_argument(c.OPT_RDZV_CONF, metavar="K=V,K=V", help="extra rendezvous keys; env PET_RDZV_CONF")
-    p.add_argument(c.OPT_MAX_RESTARTS, metavar="N", help="env PET_MAX_RESTARTS; default 0")
+    p.add_argument(
+        c.OPT_MAX_RESTARTS,
+        metavar="N",
+        help=f"env PET_MAX_RESTARTS; default {DEFAULT_MAX_RESTARTS} (torchrun's)"
+        + _compiled("max_restarts", c.COMPILED_MAX_RESTARTS),
+    )
     for key, (opt, default) in TIMEOUT_OPTIONS.items():
-        p.add_argument(opt, metavar="SECONDS", help=f"rendezvous {key}; default {default}")
+        compiled = " (torch's)" + _compiled(f"rdzv.{key}", c.COMPILED_READ_TIMEOUT) if key == "read_timeout" else ""
+        p.add_argument(opt, metavar="SECONDS", help=f"rendezvous {key}; default {default}{compiled}")
     p.add_argument(
         c.OPT_MONITOR_INTERVAL,
         metavar="SECONDS",
@@ -150,6 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(c.OPT_DRY_RUN, action="store_true", help="print the resolved settings as JSON and exit")
     p.add_argument(c.OPT_DEBUG, action="store_true", help=f"tracebacks for agent errors (or {c.ENV_DEBUG}=1)")
     return p
+
+
+def _compiled(field: str, value: int) -> str:
+    """For a help text: what compiled jobs pass instead of elastic-launch's own default."""
+    return f"; a compiled job passes elastic.yaml's {field}, whose default is {value}"
 
 
 def _dest(opt: str) -> str:

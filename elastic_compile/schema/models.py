@@ -446,7 +446,7 @@ class Rendezvous(_Section):
         5, description="Seconds for one keep-alive operation. Default 5 (torch's)."
     )
     read_timeout: TimeoutSeconds = Field(
-        900,
+        contract.COMPILED_READ_TIMEOUT,
         description="TCPStore client timeout, connecting included. Default 900, not torch's 60: worker-0 "
         "hosts the store and its DNS name resolves only once it is Ready, so other pods must outwait its image "
         "pull (flytekit#3419).",
@@ -1070,7 +1070,7 @@ class ElasticSpec(_Section):
     )
     rdzv: Rendezvous = Field(default_factory=Rendezvous, description="Rendezvous backend and timeouts.")
     max_restarts: int = Field(
-        3,
+        contract.COMPILED_MAX_RESTARTS,
         ge=0,
         le=1000,
         description="Times each node's agent restarts its worker group after a failure. Default 3: losing a "

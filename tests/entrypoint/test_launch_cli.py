@@ -139,6 +139,25 @@ def test_help_lists_every_contract_option() -> None:
     assert [o for o in options if o not in done.stdout.split()] == []
 
 
+def test_help_names_what_compiled_jobs_pass_where_it_differs() -> None:
+    """elastic-launch's defaults are torch's; a compiled job passes the schema's, and --help says which."""
+    from elastic_compile.schema.models import ElasticSpec, Rendezvous
+
+    done = launch("--help")
+    text = " ".join(done.stdout.split())  # argparse wraps lines
+    read_timeout = Rendezvous.model_fields["read_timeout"].default
+    restarts = ElasticSpec.model_fields["max_restarts"].default
+    assert (read_timeout, restarts) == (c.COMPILED_READ_TIMEOUT, c.COMPILED_MAX_RESTARTS)
+    assert (
+        "--read-timeout SECONDS rendezvous read_timeout; default 60 (torch's); a compiled job passes elastic.yaml's "
+        f"rdzv.read_timeout, whose default is {read_timeout}"
+    ) in text
+    assert (
+        "--max-restarts N env PET_MAX_RESTARTS; default 0 (torchrun's); a compiled job passes elastic.yaml's "
+        f"max_restarts, whose default is {restarts}"
+    ) in text
+
+
 def test_console_script_is_installed() -> None:
     script = Path(sys.executable).parent / c.LAUNCHER
     if not script.exists():
