@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Literal
@@ -678,10 +678,10 @@ def adopt_pod(
     _shared_memory(draft, training, volumes, sidecars, train_path=train_path, base=base, chosen=chosen)
     if bundled:
         _bundled_launcher(draft, training, volumes, train_path=train_path, base=base)
-    compiler_env: tuple[tuple[str, str], ...] = ()
+    compiler_env: frozenset[int] = frozenset()
     if torchrun:
-        shutdown_timeout = _torchrun_shutdown(draft, training, train_path, shutdown_timeout)
-        compiler_env = launcher_env(shutdown_timeout)
+        grace_given = spec.get("terminationGracePeriodSeconds")
+        shutdown_timeout, compiler_env = _torchrun_env(draft, training, train_path, shutdown_timeout, grace_given)
     _env(draft, training, train_path, extra_env, ours, compiler=compiler_env)
     ports = training.get("ports")
     if isinstance(ports, list):
@@ -927,12 +927,12 @@ def _env(
     extra: Sequence[tuple[str, str]],
     downward: Sequence[tuple[str, str]],
     *,
-    compiler: Sequence[tuple[str, str]] = (),
+    compiler: Collection[int] = (),
 ) -> None:
     """The training container's env into ``env`` (map form when every value is literal).
 
-    ``downward``: the compiler's downward-API entries for this engine, ``compiler``: its
-    literal ``(name, value)`` entries; both written again on compile.
+    ``downward``: the compiler's downward-API entries for this engine, ``compiler``: the
+    indices of its other entries (:func:`_torchrun_env`); both written again on compile.
     """
     entries = training.pop("env", None)
     entries = list(entries) if isinstance(entries, list) else []
@@ -946,7 +946,7 @@ def _env(
         name = entry.get("name") if isinstance(entry, dict) else None
         if isinstance(name, str) and name.startswith(contract.LAUNCHER_ENV_PREFIX) and entry in ours:
             continue  # the compiler's downward-API entries: written again on compile
-        if isinstance(entry, dict) and set(entry) == {"name", "value"} and (name, entry["value"]) in compiler:
+        if i in compiler:
             continue
         problem = env_name_problem(name) if isinstance(name, str) else None
         if isinstance(name, str) and problem is not None and ENV_NAME.match(name):
@@ -975,16 +975,35 @@ def _env(
         training["env"] = rest
 
 
-def _torchrun_shutdown(draft: Draft, training: Mapping[str, Any], path: Path, default: int) -> int:
-    """shutdown_timeout from the compiled torchrun form's env (torchrun has no flag for it); else ``default``."""
-    entries = training.get("env")
-    for i, entry in enumerate(entries if isinstance(entries, list) else []):
-        if isinstance(entry, dict) and entry.get("name") == ENV_SHUTDOWN_TIMEOUT and set(entry) == {"name", "value"}:
+def _torchrun_env(
+    draft: Draft, training: Mapping[str, Any], path: Path, default: int, grace: Any
+) -> tuple[int, frozenset[int]]:
+    """shutdown_timeout, and the indices of the env entries the compiler wrote for torchrun.
+
+    The compiler appends :func:`.launcher.launcher_env` after every entry of the user's, in
+    that order, leaving out the names the user set (:func:`.launcher.add_launcher_env`): its
+    entries are the trailing ones in that order. Its TORCH_ELASTIC_SHUTDOWN_TIMEOUT is also
+    the pod's grace period less the margin. Any other entry is the user's own env and stays
+    so (torchrun has no flag for shutdown_timeout: ``default`` applies then).
+    """
+    raw = training.get("env")
+    entries = raw if isinstance(raw, list) else []
+    index, ours, shutdown = len(entries), set(), default
+    for name, value_written in reversed(launcher_env(default)):
+        entry = entries[index - 1] if index else None
+        if not (isinstance(entry, dict) and set(entry) == {"name", "value"} and entry.get("name") == name):
+            continue  # the user set it (the compiler left it out), or this is not the compiled form
+        if name != ENV_SHUTDOWN_TIMEOUT and entry["value"] != value_written:
+            break  # the user's own value: so is every entry before it
+        if name == ENV_SHUTDOWN_TIMEOUT:
             value = _number(entry["value"])
-            if isinstance(value, int):
-                draft.set_unless_default(("shutdown_timeout",), value, (*path, "env", i))
-                return value
-    return default
+            if not isinstance(value, int) or grace not in (None, value + GRACE_MARGIN_SECONDS):
+                break  # the user's own entry: so is every one before it
+            draft.set_unless_default(("shutdown_timeout",), value, (*path, "env", index - 1))
+            shutdown = value
+        index -= 1
+        ours.add(index)
+    return shutdown, frozenset(ours)
 
 
 def _fits_env(entry: dict[str, Any]) -> bool:

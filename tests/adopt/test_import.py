@@ -10,6 +10,7 @@ compiles, or fails with located lines and exit 2.
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,9 @@ def _specs(draw: st.DrawFn) -> dict[str, Any]:
     env = draw(st.dictionaries(st.from_regex(r"[A-Z][A-Z0-9_]{0,6}", fullmatch=True), _values, max_size=3))
     spec["env"] = {k: v for k, v in env.items() if not k.startswith(("PET_", "ELASTIC_LAUNCH_")) and k not in (
         "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "PYTHONUNBUFFERED")}  # fmt: skip
+    if draw(st.booleans()):  # what the compiler also writes under launcher: torchrun, set by hand
+        name = draw(st.sampled_from(["TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"]))
+        spec["env"][name] = draw(st.sampled_from(["1", "30", "60"]))
     if trainjob:
         spec["run_policy"] = {"active_deadline_seconds": draw(st.sampled_from([600, 3600]))}
     else:
@@ -602,6 +606,28 @@ def test_torchrun_launcher_round_trip(target: str, nnodes: int) -> None:
     assert back["rdzv"] == {"join_timeout": 300}
     assert stream_text([compile_text(imported.text, "imported.yaml")], "yaml") == first
     assert [str(n) for n in imported.notes] == []
+
+
+@pytest.mark.parametrize("target", ["pytorchjob", "trainjob"])
+@pytest.mark.parametrize(
+    ("extra", "env"),
+    [
+        ("", {"A": "1", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "60", "B": "2"}),
+        ("", {"A": "1", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "60"}),  # last of yours: the compiler's come after
+        ("", {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "60"}),  # nothing added
+        ("shutdown_timeout: 45\n", {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "60", "A": "1"}),
+        ("shutdown_timeout: 60\n", {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "60"}),
+    ],
+)
+def test_torchrun_env_the_user_set_stays_theirs(target: str, extra: str, env: dict[str, str]) -> None:
+    """TORCH_ELASTIC_SHUTDOWN_TIMEOUT written by hand is env, not the compiler's shutdown_timeout."""
+    spec = f"name: d\nimage: x:1.0\ncommand: [python, t.py]\nlauncher: torchrun\ntarget: {target}\n{extra}"
+    first = stream_text([compile_text(spec + f"env: {json.dumps(env)}\n", "elastic.yaml")], "yaml")
+    (imported,) = import_stream(first, "job.yaml")
+    assert stream_text([compile_text(imported.text, "imported.yaml")], "yaml") == first
+    back = _spec(imported.text)
+    if not extra:
+        assert (back["env"], "shutdown_timeout" in back) == (env, False)
 
 
 def test_bundled_launcher_without_its_volume_is_an_error() -> None:
