@@ -16,6 +16,7 @@ Templating YAML as text is where Helm got hurt (quoting, booleans, injection), s
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -48,9 +49,9 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
     builtin = jinja2.FileSystemLoader(str(BUILTIN_TEMPLATES))
     env: jinja2.Environment
     if template_dir is None:
-        env = jinja2.Environment(loader=builtin, **options)
-        env.filters["tojson"] = _value_filter
-        env.filters["to_yaml"] = _value_filter
+        # Our package's templates do not change under a running compile: no stat a render.
+        env = jinja2.Environment(loader=builtin, auto_reload=False, **options)
+        env.filters["tojson"] = env.filters["to_yaml"] = _recorded_value_filter
     else:
         from elastic_compile.compiler import sandbox
 
@@ -64,6 +65,19 @@ def _value_filter(value: Any) -> str:
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()
     return json_text(value)
+
+
+# The texts the built-in templates' filters printed in the render under way: the parse back
+# takes a line holding one of them as JSON without printing its value again to compare.
+_printed: ContextVar[set[str] | None] = ContextVar("printed", default=None)
+
+
+def _recorded_value_filter(value: Any) -> str:
+    text = _value_filter(value)
+    printed = _printed.get()
+    if printed is not None:
+        printed.add(text)
+    return text
 
 
 def _bounded_value_filter(value: Any) -> str:
@@ -94,12 +108,16 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
     """
     where = f"template {template_name}"
     source = custom_template(template_dir, template_name) if template_dir is not None else None
+    printed: set[str] = set()
     if source is None:
         builtin = True
+        recording = _printed.set(printed)
         try:
             text = _cached_environment(None).get_template(template_name).render(**context)
         except Exception as e:
             raise CompileError(*_describe(e, where)) from e
+        finally:
+            _printed.reset(recording)
     else:
         from elastic_compile.compiler import sandbox
 
@@ -125,7 +143,7 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
     try:
         # Plain ints and floats either way: callers may yaml.safe_dump the result.
         if builtin:
-            data = load_output(text, f"<{where}>", **limits)
+            data = load_output(text, f"<{where}>", printed=printed, **limits)
         else:
             data = plain(load_text(text, f"<{where}>", **limits).data, top=False)
     except SpecError as e:

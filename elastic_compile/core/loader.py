@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cached_property, partial
@@ -680,18 +680,29 @@ def _check_size(raw: bytes | str, file: str, max_bytes: int) -> None:
         raise SpecError([Problem(file, 1, 1, "spec", f"the file is larger than {max_bytes} bytes")])
 
 
-def load_output(text: str, file: str, *, max_bytes: int, max_depth: int, max_values: int, max_chars: int) -> Any:
+def load_output(
+    text: str,
+    file: str,
+    *,
+    max_bytes: int,
+    max_depth: int,
+    max_values: int,
+    max_chars: int,
+    printed: Container[str] = (),
+) -> Any:
     """Our own rendered output (a built-in template's) as plain data; ``SpecError`` when it is not valid.
 
     Our templates print every value as JSON, so their output holds only plain strings,
     numbers, booleans and nulls under string keys: read straight from libyaml's events
     into data, with numbers as plain ``int`` and ``float`` (source text is for what users
     write). Anything else (a tag, an anchor, a merge or duplicate key, a limit reached, a
-    YAML error) is read again by :func:`load_text`, which says what is wrong.
+    YAML error) is read again by :func:`load_text`, which says what is wrong. ``printed``:
+    the texts ``json_text`` printed for this output (the templates' filters), which a line
+    may hold without being printed again to compare.
     """
     _check_size(text, file, max_bytes)
     with suppress(_Unusual, ValueError, RecursionError):
-        return _json_lines(text, max_depth, max_values, max_chars)
+        return _json_lines(text, max_depth, max_values, max_chars, printed)
     if _Backend.libyaml:
         with suppress(_Unusual, yaml.YAMLError, UnicodeEncodeError):
             return _event_data(text, max_depth, max_values, max_chars, source=False)[0]
@@ -712,14 +723,15 @@ _BRACKETS = re.compile(r"[\[\]{}]")
 _DEPTH = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-def _json_lines(text: str, max_depth: int, max_values: int, max_chars: int) -> Any:
+def _json_lines(text: str, max_depth: int, max_values: int, max_chars: int, printed: Container[str] = ()) -> Any:
     """Our built-in templates' output as data, read with the JSON decoder.
 
     Their text is a block mapping of plain keys whose values are what ``json_text``
     prints: one JSON value on the key's line. A line is taken only if it is exactly what
-    ``json_text`` prints for the value it holds, which YAML reads to the same value (the
-    tests compare both readers); anything else (a comment, a quoted key, a null, other
-    JSON spacing) raises ``_Unusual`` for the YAML reader. The limits hold as on the YAML
+    ``json_text`` prints for the value it holds (or, in ``printed``, what it printed for
+    the template), which YAML reads to the same value (the tests compare both readers);
+    anything else (a comment, a quoted key, a null, other JSON spacing) raises
+    ``_Unusual`` for the YAML reader. The limits hold as on the YAML
     path: no more values than characters (each takes one at least), and the nesting of
     the block mappings plus the deepest brackets outside strings is bounded.
     """
@@ -761,7 +773,7 @@ def _json_lines(text: str, max_depth: int, max_values: int, max_chars: int) -> A
             waiting = key
             continue
         data = _JSON_DECODER.decode(value)
-        if json_text(data) != value:
+        if value not in printed and json_text(data) != value:
             raise _Unusual
         # A scalar inside the deepest collection sits in len(stack) + deepest collections;
         # the brackets (some perhaps inside strings) bound that depth, and nearly always do.
