@@ -290,3 +290,28 @@ def test_references_resolve_in_the_file_and_in_k8s_core() -> None:
     text = (compact.COMPACT_DIR / pytorchjob.SCHEMA_FILE).read_text(encoding="utf-8")
     refs = {m.split('"')[0] for m in text.split('"ref": "')[1:]}
     assert refs and refs <= set(schema.definitions)
+
+
+def _spoiled(node: Any) -> Any:
+    """Every string of ``node`` replaced by a wrong value of each kind, in turn."""
+    if isinstance(node, dict):
+        return {k: _spoiled(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_spoiled(v) for v in node]
+    return {"a": 1} if isinstance(node, str) else node
+
+
+@pytest.mark.parametrize("golden", sorted(p.name for p in (Path(__file__).parent / "golden").iterdir()))
+def test_plain_string_nodes_are_skipped_only_when_there_is_nothing_to_check(
+    golden: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checks skip a str under the shared {"type": "string"} node: the same problems as checking it."""
+    doc = yaml.safe_load((Path(__file__).parent / "golden" / golden / "pytorchjob.yaml").read_text(encoding="utf-8"))
+    schema = compact.load(pytorchjob.SCHEMA_FILE)
+    root = schema.root(pytorchjob.API_VERSION, pytorchjob.KIND)
+    assert root is not None
+    spoiled = _spoiled(doc)
+    skipping = (schema.problems(doc, root), schema.problems(spoiled, root))
+    monkeypatch.setattr(compact, "_PLAIN_STRING", {"type": "string"})  # an object no node is: never skip
+    assert (schema.problems(doc, root), schema.problems(spoiled, root)) == skipping
+    assert skipping[0] == [] and len(skipping[1]) > 10

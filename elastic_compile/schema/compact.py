@@ -303,8 +303,9 @@ class CompactSchema:
         keys: Sequence[str] = node.get("mapKeys", ())
         defaults: Mapping[str, Any] = node.get("keyDefaults", {})
         seen: dict[Any, int] = {}
+        plain = items is _PLAIN_STRING
         for index, item in enumerate(value):
-            if items is not None:
+            if items is not None and not (plain and type(item) is str):
                 self._check(item, items, (*loc, index), problems)
             if keys and isinstance(item, dict):
                 # A missing key takes its default first, as the API server defaults before it
@@ -328,9 +329,13 @@ class CompactSchema:
         properties: Mapping[str, Node] | None = node.get("properties")
         for key, item in value.items():
             if properties is not None and key in properties:
-                self._check(item, properties[key], (*loc, key), problems)
+                child = properties[key]
+                if child is not _PLAIN_STRING or type(item) is not str:  # else nothing to check
+                    self._check(item, child, (*loc, key), problems)
             elif "values" in node:
-                self._check(item, node["values"], (*loc, key), problems)
+                child = node["values"]
+                if child is not _PLAIN_STRING or type(item) is not str:
+                    self._check(item, child, (*loc, key), problems)
             elif properties is not None and not node.get("open"):
                 close = difflib.get_close_matches(str(key), list(properties), n=1, cutoff=0.6)
                 problems.append(((*loc, key), "unknown field" + (f"; did you mean {close[0]}?" if close else "")))
@@ -374,18 +379,28 @@ def _check_string(value: str, node: Node, loc: Loc, problems: list[Problem]) -> 
 # --------------------------------------------------------------------------- loading
 
 
-def _read(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((COMPACT_DIR / name).read_text(encoding="utf-8"))
+# Half the values of a compiled PyTorchJob are strings whose schema says only that: every
+# such node is this one object, so the checks skip them by identity. Never mutated.
+_PLAIN_STRING: Final[dict[str, Any]] = {"type": "string"}
+
+
+def _shared(node: dict[str, Any]) -> dict[str, Any]:
+    return _PLAIN_STRING if node == _PLAIN_STRING else node
+
+
+def _read(name: str, *, share: bool = False) -> dict[str, Any]:
+    text = (COMPACT_DIR / name).read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text, object_hook=_shared) if share else json.loads(text)
     return data
 
 
 @cache
 def load(name: str) -> CompactSchema:
     """The compact schema file ``name`` (e.g. ``pytorchjobs.kubeflow.org.json``), loaded once."""
-    data = _read(name)
+    data = _read(name, share=True)
     definitions = dict(data.get("definitions", {}))
     if name != CORE_FILE:
-        definitions = {**_read(CORE_FILE)["definitions"], **definitions}
+        definitions = {**_read(CORE_FILE, share=True)["definitions"], **definitions}
     meta = {k: v for k, v in data.items() if k not in ("definitions", "roots")}
     return CompactSchema(name, definitions, dict(data.get("roots", {})), meta)
 
