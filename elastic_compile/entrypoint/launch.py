@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import signal
 import sys
@@ -138,30 +139,62 @@ def _launch_agent(config: LaunchConfig, entrypoint: Callable[..., Any] | str, ar
     return elastic_launch(config, entrypoint)(*args)
 
 
-def root_failure(exc: ChildFailedError) -> tuple[int, ProcessFailure, bool]:
-    """The failure to report: (global rank, failure, whether a signal death was put first).
+# What torch's ProcessFailure holds as error_file when the worker wrote none.
+_NO_ERROR_FILE = "<N/A>"
 
-    torch's ``get_first_failure`` takes the earliest timestamp (whole seconds for a worker
-    without an error file), ties going to whichever comes first. But one poll of the agent
-    can see a cause and its consequences at once: the kernel kills one worker (the OOM
-    killer's SIGKILL), its peers fail with a connection reset (exit 1), and the agent stops
-    the rest with SIGTERM. Reporting a peer would turn a retryable 137 into a permanent 1
-    under the operator's ExitCode policy. So among the failures seen within a second of the
-    first: a worker killed by a signal other than SIGTERM first, then a worker's own exit
-    code, then SIGTERM (what the agent sends), each by time and rank. A failure seconds
-    later never displaces the first.
+
+# Signals the kernel sends a worker for what it did itself: the OOM killer's SIGKILL, a
+# crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE), a seccomp or rlimit kill. Its peers' failures
+# follow from losing it. SIGABRT is not among them: torch's NCCL watchdog aborts a worker
+# whose peer exited ("Process group watchdog thread terminated with exception: ... remote
+# process exited", ProcessGroupNCCL.cpp), a consequence; SIGTERM and SIGINT are sent.
+_KERNEL_SIGNALS = frozenset(
+    int(getattr(signal, name))
+    for name in ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGSYS", "SIGXCPU", "SIGXFSZ")
+)
+
+
+def _cause_rank(exitcode: int) -> int:
+    """0 for a kernel's signal (directly, or as a shell's 128 + N), 1 for a worker's own exit code, 2 for the rest."""
+    signum = -exitcode if exitcode < 0 else report.shell_signal(exitcode)
+    if signum is None:
+        return 1
+    return 0 if signum in _KERNEL_SIGNALS else 2
+
+
+def root_failure(exc: ChildFailedError, monitor_interval: float) -> tuple[int, ProcessFailure, bool]:
+    """The failure to report: (global rank, failure, whether a kernel's signal was put first).
+
+    torch's ``get_first_failure`` takes the earliest timestamp, ties going to the first it
+    recorded. One poll of the agent (``SubprocessContext._poll``) records the workers found
+    dead, stops the rest with SIGTERM and records those too, after them; a worker without an
+    error file is stamped with the poll's whole second, one with an error file (``@record``)
+    with the second it raised, up to a monitor interval before. So a cause and its
+    consequences arrive together: the kernel kills one worker (the OOM killer's SIGKILL) and
+    its peers exit 1 with a connection reset; or a worker raises and its NCCL peers abort
+    (SIGABRT); or the agent's SIGTERM makes a worker exit with a code of its own (a shell
+    trap's 143). Reporting a consequence changes the operator's retry decision under its
+    ExitCode policy. So among the failures recorded by the first poll (stamped no later than
+    a second after it, or, for an error file, a monitor interval and a second after the
+    worker raised): a kernel's signal first, then a worker's own exit code, then other
+    signals (SIGABRT, SIGTERM, SIGINT), each by timestamp and then torch's order. The
+    agent's SIGKILL on a worker that outlived its SIGTERM (torch waits 30 s) is recorded
+    after that poll and never displaces the first failure.
     """
     failures = exc.failures
-    earliest = min(f.timestamp for f in failures.values())
+    recorded = {rank: index for index, rank in enumerate(failures)}
+    polled = [f.timestamp for f in failures.values() if f.error_file == _NO_ERROR_FILE]
+    raised = [f.timestamp for f in failures.values() if f.error_file != _NO_ERROR_FILE]
+    # When the first poll was: whole seconds (taken one after the other in one poll, they
+    # can straddle a second's boundary), at most a monitor interval after a worker raised.
+    first_poll = min(polled + [t + math.ceil(monitor_interval) + 1 for t in raised])
+    horizon = first_poll + 1
 
     def order(rank: int) -> tuple[int, int, int]:
-        code = failures[rank].exitcode
-        cause = 2 if code == -signal.SIGTERM else 0 if code < 0 else 1
-        return cause, failures[rank].timestamp, rank
+        return _cause_rank(failures[rank].exitcode), failures[rank].timestamp, recorded[rank]
 
-    # Whole seconds taken one after the other in one poll can straddle a second's boundary.
-    rank = min((r for r, f in failures.items() if f.timestamp - earliest <= 1), key=order)
-    first = min(failures, key=lambda r: (failures[r].timestamp, r))
+    rank = min((r for r, f in failures.items() if f.timestamp <= horizon), key=order)
+    first, _ = exc.get_first_failure()
     return rank, failures[rank], rank != first and order(rank)[0] == 0
 
 
@@ -171,8 +204,8 @@ def classify(exc: BaseException, settings: LaunchSettings) -> Outcome:
         return Outcome(c.EXIT_USAGE, f"error: {exc}")
     where = f"backend {settings.rdzv_backend}, endpoint {settings.rdzv_endpoint}, run id {settings.run_id}"
     if isinstance(exc, ChildFailedError):
-        rank, failure, killed = root_failure(exc)
-        error_file = None if failure.error_file == "<N/A>" else failure.error_file
+        rank, failure, killed = root_failure(exc, settings.monitor_interval)
+        error_file = None if failure.error_file == _NO_ERROR_FILE else failure.error_file
         outcome = report.worker_failure(
             rank,
             local_rank=failure.local_rank,

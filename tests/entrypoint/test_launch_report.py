@@ -162,10 +162,60 @@ def test_a_worker_killed_at_once_with_its_peers_failing_is_the_root_cause() -> N
     outcome = classify(ChildFailedError("train", {2: stopped, 0: peer}), settings())
     assert outcome.exit_code == 1 and "global rank 0" in outcome.headline
     assert outcome.headline.endswith("(first of 2 failed local workers)")
-    # Without a signal death, the lowest rank among those seen at once.
+    # Without a signal death, the first torch recorded among those seen at once (its order, not the rank).
     other = ProcessFailure(local_rank=1, pid=2, exitcode=3, error_file="/nonexistent")
     other.timestamp = peer.timestamp
     outcome = classify(ChildFailedError("train", {1: other, 0: peer}), settings())
+    assert outcome.exit_code == 3 and "global rank 1" in outcome.headline
+
+
+def failed(rank: int, exitcode: int, timestamp: int, error_file: str = "/nonexistent") -> ProcessFailure:
+    """A ProcessFailure as torch records it, at ``timestamp`` when it has no error file."""
+    failure = ProcessFailure(local_rank=rank, pid=100 + rank, exitcode=exitcode, error_file=error_file)
+    if failure.error_file == "<N/A>":  # torch stamps these with the poll's int(time.time())
+        failure.timestamp = timestamp
+    return failure
+
+
+def test_a_peer_the_nccl_watchdog_aborts_is_not_the_root_cause() -> None:
+    """Rank 3 raised (exit 1); its NCCL peers' watchdog saw the remote process exit and called abort (-6).
+
+    torch records them in one poll, rank 3 first. SIGABRT is not the kernel's: reporting
+    rank 0's 134 would have the operator retry a deterministic error.
+    """
+    now = 1_700_000_000
+    outcome = classify(ChildFailedError("train", {3: failed(3, 1, now), 0: failed(0, -6, now)}), settings())
+    assert outcome.exit_code == 1 and "global rank 3" in outcome.headline
+    # The same peers when a worker's own crash came first: the kernel's SIGSEGV is the cause.
+    outcome = classify(ChildFailedError("train", {3: failed(3, -11, now), 0: failed(0, -6, now)}), settings())
+    assert outcome.exit_code == 139 and "global rank 3" in outcome.headline
+
+
+@pytest.mark.parametrize("stopped", [143, 1], ids=["shell-trap-143", "sigterm-handler-exit-1"])
+def test_a_worker_stopped_by_the_agent_with_an_exit_code_is_not_the_root_cause(stopped: int) -> None:
+    """Rank 3 failed with code 2; the agent's SIGTERM made rank 0 exit ``stopped``, recorded after it, same second.
+
+    A wrapper that traps SIGTERM (``trap 'kill $pid; wait $pid' TERM``) exits 143; a
+    training loop that raises on SIGTERM (Lightning's SIGTERMException) exits 1. Neither
+    is the cause, and the lower rank must not make it one.
+    """
+    now = 1_700_000_000
+    outcome = classify(ChildFailedError("train", {3: failed(3, 2, now), 0: failed(0, stopped, now)}), settings())
+    assert outcome.exit_code == 2 and "global rank 3" in outcome.headline
+
+
+def test_an_oom_kill_is_the_root_cause_when_its_peers_recorded_their_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0 uses @record: its error file is stamped when it raised, the killed rank 1 at the poll seconds later."""
+    peer = failed(0, 1, 0, error_file=str(real_error_file(tmp_path, monkeypatch)))
+    poll = peer.timestamp + 4  # the agent polls every monitor_interval (5 s in a compiled job)
+    for killed in (-9, 137):  # SIGKILL, directly or behind `sh -c` (a shell reports 128 + 9)
+        outcome = classify(ChildFailedError("train", {0: peer, 1: failed(1, killed, poll)}), settings())
+        assert outcome.exit_code == 137 and "global rank 1" in outcome.headline
+        assert "the one killed by a signal" in outcome.headline
+    # The agent's own SIGKILL, 30 s after its SIGTERM on a worker that ignored it, comes later.
+    outcome = classify(ChildFailedError("train", {0: peer, 1: failed(1, -9, poll + 30)}), settings())
     assert outcome.exit_code == 1 and "global rank 0" in outcome.headline
 
 
