@@ -132,6 +132,18 @@ def exit_with(code: str) -> None:
     time.sleep(60)
 
 
+def fail_after_a_trap(marker_dir: str, code: str) -> None:
+    """Rank 0 traps SIGTERM and exits 143 (a wrapper script's ``trap``); rank 1 then exits with ``code``."""
+    ready = Path(marker_dir) / "trap-set"
+    if _env_int("RANK") == 0:
+        signal.signal(signal.SIGTERM, lambda _n, _f: sys.exit(128 + signal.SIGTERM))
+        ready.write_text("")
+        time.sleep(600)
+    while not ready.exists():
+        time.sleep(0.05)
+    sys.exit(int(code))
+
+
 def sleep_forever(marker_dir: str, ignore_sigterm: str = "no") -> None:
     """Announce the start with a marker file, then sleep (optionally deaf to SIGTERM)."""
     if ignore_sigterm == "yes":

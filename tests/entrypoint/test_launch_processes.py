@@ -329,6 +329,23 @@ def test_script_failures_map_to_exit_codes(
         assert "ValueError: from a script" in summary and "Traceback" in summary
 
 
+@pytest.mark.timeout(150)
+def test_a_worker_that_exits_143_when_the_agent_stops_it_is_not_the_root_cause(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """Rank 1 exits 2; torch records it, SIGTERMs rank 0, whose trap exits 143, and records that after it.
+
+    Rank 0 is the lower rank and 143 would be retried: the report is rank 1's permanent 2.
+    """
+    term = tmp_path / "termination-log"
+    args = ["--monitor-interval", "0.2", "--nproc-per-node", "2", "--termination-log", str(term)]
+    agent = launcher.run(
+        [*args, "--", "python", str(WORKERS_SCRIPT), "fail_after_a_trap", str(out_dir(tmp_path)), "2"], timeout=120
+    )
+    assert agent.proc.returncode == 2, agent.stderr
+    assert "global rank 1" in term.read_text()
+
+
 # ---------------------------------------------------------------------------- (g)
 
 
