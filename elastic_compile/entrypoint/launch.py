@@ -154,6 +154,13 @@ _KERNEL_SIGNALS = frozenset(
 )
 
 
+# A worker's death by SIGTERM or SIGINT, directly or as a shell's 128 + N: what the agent, or
+# the worker or someone else, sent it.
+_SENT = frozenset(
+    code for sig in (signal.SIGTERM, signal.SIGINT) for code in (-int(sig), c.EXIT_SIGNAL_BASE + int(sig))
+)
+
+
 def _cause_rank(exitcode: int) -> int:
     """0 for a kernel's signal (directly, or as a shell's 128 + N), 1 for a worker's own exit code, 2 for the rest."""
     signum = -exitcode if exitcode < 0 else report.shell_signal(exitcode)
@@ -177,9 +184,12 @@ def root_failure(exc: ChildFailedError, monitor_interval: float) -> tuple[int, P
     ExitCode policy. So among the failures recorded by the first poll (stamped no later than
     a second after it, or, for an error file, a monitor interval and a second after the
     worker raised): a kernel's signal first, then a worker's own exit code, then other
-    signals (SIGABRT, SIGTERM, SIGINT), each by timestamp and then torch's order. The
-    agent's SIGKILL on a worker that outlived its SIGTERM (torch waits 30 s) is recorded
-    after that poll and never displaces the first failure.
+    signals (SIGABRT, SIGTERM, SIGINT), each by timestamp and then torch's order. A SIGTERM
+    or SIGINT death recorded first was not the agent's (it stops the others only after it
+    recorded a failure): a worker's own ending, like an exit code (``os.kill(os.getpid(),
+    SIGTERM)`` in a timeout handler). The agent's SIGKILL on a worker that outlived its
+    SIGTERM (torch waits 30 s) is recorded after that poll and never displaces the first
+    failure.
     """
     failures = exc.failures
     recorded = {rank: index for index, rank in enumerate(failures)}
@@ -191,7 +201,10 @@ def root_failure(exc: ChildFailedError, monitor_interval: float) -> tuple[int, P
     horizon = first_poll + 1
 
     def order(rank: int) -> tuple[int, int, int]:
-        return _cause_rank(failures[rank].exitcode), failures[rank].timestamp, recorded[rank]
+        cause = _cause_rank(failures[rank].exitcode)
+        if cause == 2 and recorded[rank] == 0 and failures[rank].exitcode in _SENT:
+            cause = 1  # the agent sends SIGTERM only once it has recorded a failure: not to this one
+        return cause, failures[rank].timestamp, recorded[rank]
 
     rank = min((r for r, f in failures.items() if f.timestamp <= horizon), key=order)
     first, _ = exc.get_first_failure()

@@ -158,8 +158,8 @@ def test_a_worker_killed_at_once_with_its_peers_failing_is_the_root_cause() -> N
     outcome = classify(ChildFailedError("train", {0: peer, 1: killed, 2: stopped}), settings())
     assert outcome.exit_code == 137 and "global rank 1" in outcome.headline
     assert "the one killed by a signal" in outcome.headline
-    # The agent's SIGTERM on the others never hides a worker's own failure.
-    outcome = classify(ChildFailedError("train", {2: stopped, 0: peer}), settings())
+    # The agent's SIGTERM on the others (recorded after the failure it saw) never hides a worker's own failure.
+    outcome = classify(ChildFailedError("train", {0: peer, 2: stopped}), settings())
     assert outcome.exit_code == 1 and "global rank 0" in outcome.headline
     assert outcome.headline.endswith("(first of 2 failed local workers)")
     # Without a signal death, the first torch recorded among those seen at once (its order, not the rank).
@@ -202,6 +202,17 @@ def test_a_worker_stopped_by_the_agent_with_an_exit_code_is_not_the_root_cause(s
     now = 1_700_000_000
     outcome = classify(ChildFailedError("train", {3: failed(3, 2, now), 0: failed(0, stopped, now)}), settings())
     assert outcome.exit_code == 2 and "global rank 3" in outcome.headline
+
+
+@pytest.mark.parametrize("ended", [-15, 143, -2])
+def test_a_worker_that_ended_by_sigterm_before_the_agent_sent_any_is_the_root_cause(ended: int) -> None:
+    """Recorded first, rank 1's SIGTERM was not the agent's (it sends it after a failure): its peer's reset follows."""
+    now = 1_700_000_000
+    outcome = classify(ChildFailedError("train", {1: failed(1, ended, now), 0: failed(0, 1, now)}), settings())
+    assert outcome.exit_code == 128 + abs(ended) % 128 and "global rank 1" in outcome.headline
+    # Recorded after another failure, it is the agent's: the first failure stays the report.
+    outcome = classify(ChildFailedError("train", {0: failed(0, 1, now), 1: failed(1, ended, now)}), settings())
+    assert outcome.exit_code == 1 and "global rank 0" in outcome.headline
 
 
 def test_an_oom_kill_is_the_root_cause_when_its_peers_recorded_their_errors(
