@@ -37,6 +37,8 @@ _FLAGS = frozenset(
 
 def nested_launcher(command: Sequence[str]) -> tuple[int, str] | None:
     """Where ``command`` nests a launcher (the index of the word) and what to write instead; None if it does not."""
+    if not command:
+        return None
     head = PurePosixPath(command[0]).name
     if head == "elastic-launch" and "--" in command:
         return 0, _advice(head, command[command.index("--") + 1 :], program=True)

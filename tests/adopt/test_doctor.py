@@ -256,6 +256,9 @@ NEAR_MISSES: list[tuple[str, dict[str, Any] | list[dict[str, Any]]]] = [
                                                                    "restartPolicy": "Always"}]}))),
     ("DR023", _tj(**{f"{T}.command": ["python", "train.py"], f"{T}.numNodes": 1, f"{T}.numProcPerNode": 1})),
     ("DR023", _tj(**{f"{T}.command": ["bash", "-c"], f"{T}.args": ["cd /w && torchrun train.py"]})),
+    # No command: the image's entrypoint runs (with the args), which a manifest does not show.
+    ("DR023", _tj(**{f"{T}.command": None})),
+    ("DR023", _tj(**{f"{T}.command": None, f"{T}.args": ["--epochs", "3"]})),
     ("DR027", _with(**{f"{C}.imagePullPolicy": "Always"})),
     ("DR027", _tj(**{f"{T}.resourcesPerNode": {"limits": {"cpu": "2"}, "requests": {"cpu": "2"}}})),
     ("DR028", _with(**{f"{C}.env.1": {"name": "API_TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "t"}}}})),

@@ -46,7 +46,8 @@ def findings(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
     nproc = as_int(trainer.get("numProcPerNode")) or 1
     words = [*(trainer.get("command") or []), *(trainer.get("args") or [])]
     if trainer and all(isinstance(w, str) for w in words):
-        if not _launches(words) and (nodes > 1 or nproc > 1):
+        # Without a command the image's entrypoint runs (with the args): not in the manifest to judge.
+        if trainer.get("command") and not _launches(words) and (nodes > 1 or nproc > 1):
             found.append(
                 Finding(
                     "no-launcher",
