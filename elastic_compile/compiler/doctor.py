@@ -182,18 +182,44 @@ def examine(loaded: Loaded, stream: Sequence[Loaded] = ()) -> list[Problem]:
     ``stream``: every document of the input (a TrainJob is read with its runtime).
     """
     doc = loaded.data
-    if not isinstance(doc, dict):
-        return []
-    checks = CHECKERS.get((doc.get("apiVersion"), doc.get("kind")))  # type: ignore[arg-type]
+    checks = _checkers(doc)
     out: list[Problem] = []
-    for check in checks or ():
-        for finding in check(doc, stream or (loaded,)):
+    for check in checks:
+        try:
+            findings = check(doc, stream or (loaded,))
+        except _SHAPE_ERRORS:
+            # The rules read the shapes the CRD schemas give; a document of another shape (this
+            # one, or the runtime it reads) is the schema check's finding, already made.
+            if not any(_schema_findings(other.data) for other in (loaded, *stream)):
+                raise  # a well-formed stream: a bug of ours, not the manifest's
+            continue
+        for finding in findings:
             rule = BY_NAME[finding.rule]
             document, path = in_document(finding.path)
             where = stream[document] if document is not None else loaded
             located = where.problem(path, f"{rule.code} {rule.name}: {finding.message}")
             out.append(dataclasses.replace(located, given=None))
     return sorted(set(out), key=lambda p: (p.line, p.col, p.message))
+
+
+# What a rule meets in a document of a shape its CRD schema refuses (a string for a list, ...).
+_SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+
+
+def _checkers(doc: Any) -> tuple[Checker, ...]:
+    """The checks of a document's kind; () for a kind doctor does not check (or no mapping)."""
+    if not isinstance(doc, dict):
+        return ()
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if not (isinstance(api_version, str) and isinstance(kind, str)):
+        return ()  # a list or mapping there is not a kind (and not hashable)
+    return CHECKERS.get((api_version, kind), ())
+
+
+def _schema_findings(doc: Any) -> list[Finding]:
+    """The CRD schema check's findings on ``doc`` ([] for a kind doctor does not check)."""
+    checks = _checkers(doc)
+    return checks[0](doc, ()) if checks else []
 
 
 def doctor_stream(raw: bytes | str, file: str) -> Report:
@@ -205,11 +231,10 @@ def doctor_stream(raw: bytes | str, file: str) -> Report:
     for loaded in docs:
         doc = loaded.data
         kind = doc.get("kind") if isinstance(doc, dict) else None
-        if isinstance(doc, dict) and (doc.get("apiVersion"), kind) in CHECKERS:
+        if _checkers(doc):
             jobs += 1 if kind in JOB_KINDS else 0
             problems += examine(loaded, docs)
         else:
-            kind = doc.get("kind") if isinstance(doc, dict) else None
             skipped.append(str(kind) if isinstance(kind, str) else "?")
     return Report(tuple(problems), jobs, tuple(skipped))
 

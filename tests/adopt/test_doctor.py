@@ -400,12 +400,33 @@ def test_cli_without_jobs_and_bad_input(capsys: pytest.CaptureFixture[str], tmp_
          "spec": {"trainer": {"command": "x", "env": {"a": 1}, "numNodes": "2"}, "runtimePatches": "x"}},
         {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "x"},
          "spec": {"runtimeRef": {"name": "r", "kind": "TrainingRuntime"}, "trainer": {"command": [1]}}},
+        # Shapes the rules met unchecked (internal errors, exit 3): a number for a list, a list for a name.
+        _with(**{f"{C}.command": 5}),
+        _tj(**{f"{T}.command": 5})[0],
+        _tj(**{f"{T}.env": [{"name": ["PET_NNODES"], "value": "2"}]})[0],
+        _tj(**{"spec.runtimePatches.0.trainingRuntimeSpec.template.spec.replicatedJobs": [{"name": {"a": 1}}]})[0],
+        _tj(**{"spec.runtimePatches.0.trainingRuntimeSpec.template.spec.replicatedJobs": 1.5})[0],
     ],
 )  # fmt: skip
 def test_odd_types_are_findings_not_crashes(odd: dict[str, Any]) -> None:
     report = doctor.doctor_stream(to_yaml([odd]), "job.yaml")
     assert report.jobs == 1
     assert any(p.message.startswith(("DR001 ", "DR002 ", "DR021 ")) for p in report.problems)
+
+
+@pytest.mark.parametrize(("field", "skipped"), [("apiVersion", "PyTorchJob"), ("kind", "?")])
+def test_a_kind_that_is_not_a_string_is_skipped(field: str, skipped: str) -> None:
+    """A mapping where the kind goes (unhashable) was an internal error; it names no kind doctor checks."""
+    report = doctor.doctor_stream(to_yaml([_with(**{field: {"a": "b"}}), CLEAN]), "job.yaml")
+    assert (report.jobs, report.skipped, report.problems) == (1, (skipped,), ())
+
+
+def test_a_runtime_of_another_shape_is_its_own_finding() -> None:
+    """A TrainJob's checks read the runtime in the stream: a runtime the schema refuses stops no check."""
+    runtime = _with(base=RUNTIME, **{"spec.template.spec.replicatedJobs": 1.5})
+    report = doctor.doctor_stream(to_yaml(_tj(runtime)), "job.yaml")
+    assert report.jobs == 1
+    assert any(p.message.startswith("DR002 ") for p in report.problems), [str(p) for p in report.problems]
 
 
 @pytest.mark.parametrize("target", ["pytorchjob", "trainjob"])
