@@ -85,6 +85,22 @@ def spec_default(*path: str) -> Any:
     return model.model_fields[path[-1]].get_default(call_default_factory=True)
 
 
+def shutdown_seconds(draft: Draft) -> int:
+    """The imported shutdown_timeout in whole seconds, for the pod's grace period.
+
+    The draft keeps the text the job gave (``--shutdown-timeout 15m`` is elastic-launch's
+    duration, as in a spec); one that is not a duration is the schema's problem, located at
+    its word, so the grace period is computed from the default meanwhile.
+    """
+    value = draft.get("shutdown_timeout")
+    if value is None or isinstance(value, bool):
+        return int(spec_default("shutdown_timeout"))
+    try:
+        return cv.whole_seconds(value if isinstance(value, int | float) else cv.parse_duration(str(value)))
+    except ValueError:
+        return int(spec_default("shutdown_timeout"))
+
+
 @dataclass(frozen=True)
 class Note:
     """Something the import changed (``note``) or could not carry (``warning``), at a manifest path.

@@ -286,6 +286,13 @@ _CONTAINER = f"{_WORKER}.template.spec.containers.0"
             id="own-shm",
         ),
         pytest.param(
+            # A duration elastic-launch reads (15m, 1h30m) was an internal error: the grace period is computed from it.
+            {f"{_CONTAINER}.command": ["elastic-launch", "--shutdown-timeout", "1m", "--", "python", "train.py"]},
+            {"shutdown_timeout": "1m"},
+            "terminationGracePeriodSeconds 75 now (shutdown_timeout + 15",
+            id="launcher-shutdown-duration",
+        ),
+        pytest.param(
             {"spec.elasticPolicy": {"maxReplicas": 3, "metrics": []}, "spec.runPolicy": {"managedByX": 1}},
             {"nnodes": 3},
             "",
@@ -409,6 +416,8 @@ def test_torchrun_needs_an_image(capsys: pytest.CaptureFixture[str]) -> None:
         (_job(**{f"{_CONTAINER}.image": "has space"}), "cannot import: image: not an image reference"),
         (_job(**{f"{_CONTAINER}.env": [{"name": "N", "value": 1}]}), "env[0].value: cannot import: expected a string"),
         (_job(**{f"{_CONTAINER}.command": None}), "cannot import: the container has no command"),
+        (_job(**{f"{_CONTAINER}.command": ["elastic-launch", "--shutdown-timeout", "soon", "--", "python", "t.py"]}),
+         "command[1]: cannot import: shutdown_timeout: expected seconds"),
         ("a: &a [1, 2]\nb: [*a, *a, *a]\n" * 1, "nothing to import"),
         ("[" * 200 + "]" * 200, "nesting deeper than"),
         ("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: x}\nspec: {x: !!python/object:os.system 1}\n", "tags"),  # noqa: E501

@@ -31,6 +31,7 @@ from elastic_compile.targets.adopt import (
     drop_default_nproc,
     read_launch,
     schema_problems,
+    shutdown_seconds,
     spec_default,
 )
 
@@ -104,7 +105,7 @@ def pytorchjob_to_spec(loaded: Loaded) -> Draft:
         if "workingDir" not in target:
             target["workingDir"] = launch.working_dir
             pod["containers"] = [target if i == training else c for i, c in enumerate(pod["containers"])]
-    shutdown = draft.get("shutdown_timeout") or spec_default("shutdown_timeout")
+    shutdown = shutdown_seconds(draft)
     adopt_pod(
         draft,
         PodSource(template, template_path, training),

@@ -32,7 +32,7 @@ from elastic_compile.targets.adopt import (
     other_document,
     read_launch,
     schema_problems,
-    spec_default,
+    shutdown_seconds,
     spec_order,
 )
 from elastic_compile.targets.trainjob import SCHEMA_FILES, api
@@ -93,7 +93,7 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded]) -> Draft:
     template = _pod_template(draft, trainer, job, rjob, rjob_path)
     if launch.working_dir is not None:
         template["spec"]["containers"][0].setdefault("workingDir", launch.working_dir)
-    shutdown = draft.get("shutdown_timeout") or spec_default("shutdown_timeout")
+    shutdown = shutdown_seconds(draft)
     adopt_pod(
         draft,
         PodSource(template, POD, 0),
