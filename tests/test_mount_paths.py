@@ -17,7 +17,9 @@ from elastic_compile.core.errors import SpecError
 from elastic_compile.schema.models import mount_path
 
 BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
-SPELLINGS = ["/dev//shm", "//dev/shm", "/dev/./shm/", "/dev/x/../shm"]
+# A relative mountPath passes the API server; the kubelet makes it absolute (makeMounts in
+# pkg/kubelet/kubelet_pods.go: MakeAbsolutePath, filepath.Clean("/" + path)).
+SPELLINGS = ["/dev//shm", "//dev/shm", "/dev/./shm/", "/dev/x/../shm", "dev/shm", "./dev/shm/"]
 
 
 def _training(text: str) -> dict[str, Any]:
@@ -28,7 +30,14 @@ def _training(text: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("given", "seen"),
-    [("/dev//shm", "/dev/shm"), ("//dev/shm", "/dev/shm"), ("///dev/shm/", "/dev/shm"), ("/a/./b/../c", "/a/c")],
+    [
+        ("/dev//shm", "/dev/shm"),
+        ("//dev/shm", "/dev/shm"),
+        ("///dev/shm/", "/dev/shm"),
+        ("/a/./b/../c", "/a/c"),
+        ("dev/shm", "/dev/shm"),
+        ("../dev/shm/x", "/dev/shm/x"),
+    ],
 )
 def test_mount_path_is_what_the_container_sees(given: str, seen: str) -> None:
     assert mount_path({"mountPath": given}) == seen
@@ -43,7 +52,7 @@ def test_a_user_shm_mount_however_spelled_gets_no_second_one(path: str) -> None:
     assert [m["mountPath"] for m in training["volumeMounts"]] == [path]
 
 
-@pytest.mark.parametrize("path", ["/tmp/", "//tmp", "/./tmp"])
+@pytest.mark.parametrize("path", ["/tmp/", "//tmp", "/./tmp", "tmp"])
 def test_a_user_tmp_mount_however_spelled_gets_no_scratch_beside_it(path: str) -> None:
     training = _training(
         "pod_template:\n  spec:\n    volumes: [{name: mine, emptyDir: {}}]\n"
@@ -59,7 +68,7 @@ SHM_INSIDE = (
 )
 
 
-@pytest.mark.parametrize("path", ["/dev/shm/data", "/dev//shm/data/", "//dev/shm/a/b", "/dev/./shm/x"])
+@pytest.mark.parametrize("path", ["/dev/shm/data", "/dev//shm/data/", "//dev/shm/a/b", "/dev/./shm/x", "dev/shm/data"])
 def test_a_mount_inside_our_shm_is_refused_where_it_is_written(path: str) -> None:
     text = BASE + SHM_INSIDE.format(container="pytorch", image="", path=path)
     with pytest.raises(SpecError) as caught:

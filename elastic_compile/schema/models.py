@@ -914,9 +914,12 @@ def mount_path(mount: dict[str, Any]) -> str:
 
     The kubelet hands the path to the runtime, which resolves it like any Linux path, so
     spellings that differ here name the same directory there. ``posixpath.normpath`` keeps
-    a leading ``//`` (POSIX leaves its meaning open); Linux reads it as ``/``.
+    a leading ``//`` (POSIX leaves its meaning open); Linux reads it as ``/``. A relative
+    path (the API server takes one) is made absolute by the kubelet first: ``dev/shm`` is
+    ``/dev/shm`` (``makeMounts`` in pkg/kubelet/kubelet_pods.go, ``MakeAbsolutePath``).
     """
-    path = posixpath.normpath(str(mount.get("mountPath", "")))
+    given = str(mount.get("mountPath", ""))
+    path = posixpath.normpath(given if given.startswith("/") or not given else "/" + given)
     return "/" + path.lstrip("/") if path.startswith("//") else path
 
 
