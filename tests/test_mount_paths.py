@@ -7,6 +7,7 @@ the /tmp scratch mount under a read-only root.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -106,3 +107,16 @@ def test_inside_the_users_own_shm_is_theirs() -> None:
     )
     training = _training(text[len(BASE) :])
     assert [m["mountPath"] for m in training["volumeMounts"]] == ["/dev/shm", "/dev/shm/data"]
+
+
+@pytest.mark.parametrize("path", ["tmp", "./tmp/", "/tmp"])
+def test_run_binds_a_relative_emptydir_where_the_kubelet_mounts_it(
+    path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a read-only root, ``run`` binds a writable emptyDir at /tmp for ``tmp`` too, not at ./tmp of its cwd."""
+    from elastic_compile.localrun.kubeflow import _writable_volumes
+
+    monkeypatch.chdir(tmp_path)  # no ./tmp here: a relative path read from the cwd found nothing to bind
+    pod = {"volumes": [{"name": "scratch", "emptyDir": {}}]}
+    container = {"volumeMounts": [{"name": "scratch", "mountPath": path}]}
+    assert _writable_volumes(pod, container, tmp_path / "pod") == [(str(tmp_path / "pod" / "volume-0"), "/tmp")]

@@ -35,6 +35,7 @@ from elastic_compile.localrun.process import (
     local_argv,
     port_busy,
 )
+from elastic_compile.schema.models import mount_path
 from elastic_compile.targets.pytorchjob.checks import pod_errors, webhook_errors
 
 OPERATOR_NAME = "pytorchjob-controller"
@@ -357,7 +358,7 @@ def _writable_volumes(
     for index, mount in enumerate(container.get("volumeMounts") or []):
         if not isinstance(mount, dict):
             continue
-        path = str(mount.get("mountPath", ""))
+        path = mount_path(mount)  # as the kubelet resolves it: a relative "tmp" is /tmp, not ./tmp here
         if mount.get("name") not in empty or mount.get("readOnly") or path.startswith("/dev/"):
             continue
         if Path(path).is_dir():
