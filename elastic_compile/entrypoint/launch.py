@@ -194,10 +194,12 @@ def root_failure(exc: ChildFailedError, monitor_interval: float) -> tuple[int, P
     failures = exc.failures
     recorded = {rank: index for index, rank in enumerate(failures)}
     polled = [f.timestamp for f in failures.values() if f.error_file == _NO_ERROR_FILE]
-    raised = [f.timestamp for f in failures.values() if f.error_file != _NO_ERROR_FILE]
+    # An error file not written by @record may have no stamp: torch reads 0, which says nothing.
+    raised = [f.timestamp for f in failures.values() if f.error_file != _NO_ERROR_FILE and f.timestamp > 0]
     # When the first poll was: whole seconds (taken one after the other in one poll, they
     # can straddle a second's boundary), at most a monitor interval after a worker raised.
-    first_poll = min(polled + [t + math.ceil(monitor_interval) + 1 for t in raised])
+    estimates = polled + [t + math.ceil(monitor_interval) + 1 for t in raised]
+    first_poll = min(estimates) if estimates else max(f.timestamp for f in failures.values())
     horizon = first_poll + 1
 
     def order(rank: int) -> tuple[int, int, int]:

@@ -215,6 +215,16 @@ def test_a_worker_that_ended_by_sigterm_before_the_agent_sent_any_is_the_root_ca
     assert outcome.exit_code == 1 and "global rank 0" in outcome.headline
 
 
+def test_an_error_file_without_a_stamp_does_not_hide_an_oom_kill(tmp_path: Path) -> None:
+    """An error file written by other code than @record, with no timestamp: torch reads it as 0 (unknown)."""
+    error_file = tmp_path / "error.json"
+    error_file.write_text(json.dumps({"message": "RuntimeError: Connection reset by peer"}))
+    peer = failed(0, 1, 0, error_file=str(error_file))
+    assert peer.timestamp == 0  # torch's _get_error_data: int(error_file_data.get("timestamp", 0))
+    outcome = classify(ChildFailedError("train", {0: peer, 1: failed(1, -9, 1_700_000_000)}), settings())
+    assert outcome.exit_code == 137 and "global rank 1" in outcome.headline
+
+
 def test_an_oom_kill_is_the_root_cause_when_its_peers_recorded_their_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
