@@ -249,6 +249,8 @@ NEAR_MISSES: list[tuple[str, dict[str, Any] | list[dict[str, Any]]]] = [
     ("DR018", _with(**{f"{W}.template.metadata.annotations": {"sidecar.istio.io/inject": "false"}})),
     ("DR019", _with(**{f"{W}.template.spec.hostNetwork": True, f"{W}.template.spec.dnsPolicy": "ClusterFirstWithHostNet"})),  # noqa: E501
     ("DR021", _tj(**{f"{T}.env": [{"name": "PET_RDZV_BACKEND", "value": "c10d"}]})),
+    # Left out, both come from the runtime and the node's resources (Trainer v2.3.0 torch.go).
+    ("DR021", _tj(**{f"{T}.numNodes": None, f"{T}.numProcPerNode": None})),
     ("DR007", _tj(**{"metadata.name": "a" * 48})),
     ("DR022", _tj(_with(base=RUNTIME, **{"metadata.labels": {"trainer.kubeflow.org/framework": "torch"}}))),
     ("DR024", _tj(_with(base=RUNTIME, **{"spec.template.spec.failurePolicy": {"maxRestarts": 2}}))),

@@ -100,13 +100,16 @@ def trainjob_findings(job: Mapping[str, Any], jobs: Jobs | None) -> list[Finding
     if not isinstance(trainer, Mapping):
         webhook(("spec", "trainer"), "required: without it the torch plugin injects no PET_* variables")
         trainer = {}
-    num_nodes = as_int(trainer.get("numNodes"))
-    if num_nodes is None or num_nodes < 1:
-        given = show(trainer.get("numNodes"))
-        webhook(("spec", "trainer", "numNodes"), f"must be an integer of at least 1 (given: {given})")
+    # Both may be left out: the torch plugin then takes the runtime's mlPolicy.numNodes (else
+    # 1), and "auto" for a node with a GPU-like resource, else its CPU count (Trainer v2.3.0
+    # pkg/runtime/framework/plugins/torch/torch.go). What is given must be a count.
+    nodes = trainer.get("numNodes")
+    num_nodes = as_int(nodes)
+    if nodes is not None and (num_nodes is None or num_nodes < 1):
+        webhook(("spec", "trainer", "numNodes"), f"must be an integer of at least 1 (given: {show(nodes)})")
     nproc = trainer.get("numProcPerNode")
     count = as_int(nproc)
-    if count is None or count < 1:
+    if nproc is not None and (count is None or count < 1):
         webhook(
             ("spec", "trainer", "numProcPerNode"),
             f"must be an integer of at least 1 since Trainer v2.2 (given: {show(nproc)})",
