@@ -19,7 +19,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import jinja2
 from jinja2.loaders import split_template_path
@@ -98,6 +98,12 @@ def _cached_environment(template_dir: Path | None) -> jinja2.Environment:
 _OUTPUT_MAX_BYTES = 32 * 1024 * 1024
 _OUTPUT_MAX_DEPTH = 160
 _OUTPUT_MAX_VALUES = 200_000
+_OUTPUT_LIMITS: Final = {
+    "max_bytes": _OUTPUT_MAX_BYTES,
+    "max_depth": _OUTPUT_MAX_DEPTH,
+    "max_values": _OUTPUT_MAX_VALUES,
+    "max_chars": _OUTPUT_MAX_BYTES,  # JSON has no aliases: never more characters than bytes
+}
 
 
 def render(template_name: str, template_dir: Path | None = None, **context: Any) -> Any:
@@ -134,18 +140,12 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
             text = sandbox.render_limited(work, lambda e: _describe(e, where))
         except sandbox.LimitExceeded as e:
             raise CompileError(where, str(e)) from e
-    limits = {
-        "max_bytes": _OUTPUT_MAX_BYTES,
-        "max_depth": _OUTPUT_MAX_DEPTH,
-        "max_values": _OUTPUT_MAX_VALUES,
-        "max_chars": _OUTPUT_MAX_BYTES,  # JSON has no aliases: never more characters than bytes
-    }
     try:
         # Plain ints and floats either way: callers may yaml.safe_dump the result.
         if builtin:
-            data = load_output(text, f"<{where}>", printed=printed, **limits)
+            data = load_output(text, f"<{where}>", printed=printed, **_OUTPUT_LIMITS)
         else:
-            data = plain(load_text(text, f"<{where}>", **limits).data, top=False)
+            data = plain(load_text(text, f"<{where}>", **_OUTPUT_LIMITS).data, top=False)
     except SpecError as e:
         first = e.problems[0]
         raise CompileError(

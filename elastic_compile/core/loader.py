@@ -63,6 +63,9 @@ MAX_VALUES = 20_000  # bounds the nodes parsed and the values built (alias expan
 # repeats its anchor's text for free, so 19,000 aliases of one 50 KB string would stay
 # under MAX_VALUES yet expand to ~950 million characters for later stages to copy.
 MAX_EXPANDED_CHARS = 8 * 1024 * 1024
+# An integer's characters, at most: Python refuses int() of more than 4300 digits, and no
+# spec value needs 100. Every reader (the builder, libyaml's events, JSON) holds to it.
+_MAX_NUMBER_CHARS = 100
 
 _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
@@ -527,9 +530,8 @@ class _Builder:
             return None
         if tag == _BOOL and _BOOL_RE.match(text):
             return text.lower() == "true"
-        if tag == _INT and len(text) > 100:
-            # Python refuses int() of more than 4300 digits; no spec value needs 100.
-            self._problem(node, "number too long (more than 100 characters)", text)
+        if tag == _INT and len(text) > _MAX_NUMBER_CHARS:
+            self._problem(node, f"number too long (more than {_MAX_NUMBER_CHARS} characters)", text)
             return None
         if tag == _INT and re.match(r"^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$", text):
             return SourceInt(int(text, 0) if text[:2] in ("0o", "0x") else int(text, 10), text)
@@ -693,12 +695,13 @@ def load_output(
     """Our own rendered output (a built-in template's) as plain data; ``SpecError`` when it is not valid.
 
     Our templates print every value as JSON, so their output holds only plain strings,
-    numbers, booleans and nulls under string keys: read straight from libyaml's events
-    into data, with numbers as plain ``int`` and ``float`` (source text is for what users
-    write). Anything else (a tag, an anchor, a merge or duplicate key, a limit reached, a
-    YAML error) is read again by :func:`load_text`, which says what is wrong. ``printed``:
-    the texts ``json_text`` printed for this output (the templates' filters), which a line
-    may hold without being printed again to compare.
+    numbers, booleans and nulls under string keys, with numbers as plain ``int`` and
+    ``float`` (source text is for what users write). It is read by the JSON decoder line by
+    line (:func:`_json_lines`), else straight from libyaml's events; anything else (a tag,
+    an anchor, a merge or duplicate key, a limit reached, a YAML error) is read again by
+    :func:`load_text`, which says what is wrong. ``printed``: the texts ``json_text``
+    printed for this output (the templates' filters), which a line may hold without being
+    printed again to compare.
     """
     _check_size(text, file, max_bytes)
     with suppress(_Unusual, ValueError, RecursionError):
@@ -731,9 +734,9 @@ def _json_lines(text: str, max_depth: int, max_values: int, max_chars: int, prin
     ``json_text`` prints for the value it holds (or, in ``printed``, what it printed for
     the template), which YAML reads to the same value (the tests compare both readers);
     anything else (a comment, a quoted key, a null, other JSON spacing) raises
-    ``_Unusual`` for the YAML reader. The limits hold as on the YAML
-    path: no more values than characters (each takes one at least), and the nesting of
-    the block mappings plus the deepest brackets outside strings is bounded.
+    ``_Unusual`` for the YAML reader. The limits hold as on the YAML path: no more values
+    than characters (each takes one at least), and the nesting of the block mappings plus
+    the deepest brackets outside strings is bounded.
     """
     if len(text) > max_chars or len(text) > max_values:
         raise _Unusual
@@ -761,10 +764,10 @@ def _json_lines(text: str, max_depth: int, max_values: int, max_chars: int, prin
             if indent:
                 raise _Unusual
             stack.append((0, root))
-        else:
-            while stack and indent < stack[-1][0]:
+        else:  # the root's indentation is 0, so it is never popped
+            while indent < stack[-1][0]:
                 stack.pop()
-            if not stack or indent != stack[-1][0]:
+            if indent != stack[-1][0]:
                 raise _Unusual
         mapping = stack[-1][1]
         if key in mapping:
@@ -794,7 +797,7 @@ def _no_constant(name: str) -> Any:
 
 def _number(read: Callable[[str], Any]) -> Callable[[str], Any]:
     def number(text: str) -> Any:
-        if len(text) > 100:  # what the YAML path refuses to read
+        if len(text) > _MAX_NUMBER_CHARS:  # what the YAML path refuses to read
             raise _Unusual
         return read(text)
 
@@ -851,7 +854,7 @@ def _event_data(
             tag = _resolved.get(value) or resolve(ScalarNode, value, implicit) if implicit[0] else _STR
             if tag == _STR:
                 item = value
-            elif tag == _INT and len(value) <= 100:
+            elif tag == _INT and len(value) <= _MAX_NUMBER_CHARS:
                 number = int(value, 0) if value[:2] in ("0o", "0x") else int(value, 10)
                 item = SourceInt(number, value) if source else number
             elif tag == _NULL:
