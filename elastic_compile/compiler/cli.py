@@ -167,8 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if debug:
             raise
-        output = sys.modules.get("elastic_compile.compiler.output")  # a WriteError comes from there only
-        if output is not None and isinstance(e, output.WriteError):
+        writer = sys.modules.get("elastic_compile.compiler.writer")  # a WriteError comes from there only
+        if writer is not None and isinstance(e, writer.WriteError):
             for line in e.lines:
                 print(f"elastic-compile: error: {line}", file=sys.stderr)
             return EXIT_INPUT

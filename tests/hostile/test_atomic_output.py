@@ -1,6 +1,6 @@
 """Nothing half-written: ``-o DIR`` either writes every file or leaves DIR exactly as it was.
 
-``output.write_directory`` writes each new file to a temporary file beside it, then renames
+``writer.write_directory`` writes each new file to a temporary file beside it, then renames
 them into place, keeping each old file as a hard link until the end. Each test first writes
 a known previous output, then makes a later run fail at a different point (a bad spec in a
 batch, a template that raises or emits invalid YAML for the second target, a full disk
@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from elastic_compile.compiler import output
+from elastic_compile.compiler import output, writer
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.render import BUILTIN_TEMPLATES
 
@@ -151,7 +151,7 @@ def test_disk_full_while_writing_the_second_file(
     previous: tuple[Path, dict[str, bytes]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target, before = previous
-    real = output._write_new
+    real = writer._write_new
     calls: list[str] = []
 
     def write_new(parent: int, name: str, data: bytes) -> str:
@@ -160,7 +160,7 @@ def test_disk_full_while_writing_the_second_file(
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real(parent, name, data)
 
-    monkeypatch.setattr(output, "_write_new", write_new)
+    monkeypatch.setattr(writer, "_write_new", write_new)
     assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 2
     assert capsys.readouterr().err == (
         f"elastic-compile: error: cannot write {target}/pytorchjob.yaml: No space left on device\n"
@@ -181,7 +181,7 @@ def test_a_failing_fsync_puts_every_file_back(
         synced.append(fd)
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(output.os, "fsync", fsync)
+    monkeypatch.setattr(writer.os, "fsync", fsync)
     assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 2
     assert capsys.readouterr().err == (
         f"elastic-compile: error: cannot write {target}/podtemplate.yaml: Input/output error\n"
@@ -203,7 +203,7 @@ def test_a_failing_rename_or_link_puts_every_file_back(
     """The Nth rename into place (or hard link keeping an old file) fails: every file keeps its old bytes."""
     target, before = previous
     calls: list[str] = []
-    monkeypatch.setattr(output.os, call, _failing(getattr(os, call), fail_on, calls))
+    monkeypatch.setattr(writer.os, call, _failing(getattr(os, call), fail_on, calls))
     assert main([EXAMPLE, "-t", "all", "-o", str(target)]) == 2
     assert "Input/output error" in capsys.readouterr().err
     monkeypatch.undo()
@@ -217,7 +217,7 @@ def test_removing_a_stale_file_fails(
     """-t pytorchjob after -t all removes podtemplate.yaml; when that fails, the new files go too."""
     target, before = previous
     calls: list[str] = []
-    monkeypatch.setattr(output.os, "unlink", _failing(os.unlink, 1, calls))
+    monkeypatch.setattr(writer.os, "unlink", _failing(os.unlink, 1, calls))
     assert main([EXAMPLE, "-o", str(target)]) == 2
     assert capsys.readouterr().err == (
         f"elastic-compile: error: cannot write {target}/podtemplate.yaml: Input/output error\n"
@@ -237,7 +237,7 @@ def test_a_new_subdirectory_is_removed_on_failure(
     before = snapshot(target)
     calls: list[str] = []
     # New files are put in place with link(), which never replaces anything: the 4th of 7 fails.
-    monkeypatch.setattr(output.os, "link", _failing(os.link, 4, calls))
+    monkeypatch.setattr(writer.os, "link", _failing(os.link, 4, calls))
     assert main([EXAMPLE, MINIMAL, "-o", str(target)]) == 2
     capsys.readouterr()
     monkeypatch.undo()
