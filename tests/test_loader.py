@@ -10,7 +10,8 @@ import pytest
 
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.errors import SpecError
-from elastic_compile.core.loader import MAX_BYTES, MAX_EXPANDED_CHARS, load_text
+from elastic_compile.core.loader import MAX_EXPANDED_CHARS, load_text
+from elastic_compile.core.source import MAX_BYTES
 
 BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
 

@@ -21,7 +21,8 @@ from typing import Any
 from elastic_compile.compiler.pipeline import compile_spec
 from elastic_compile.core.emit import to_yaml
 from elastic_compile.core.errors import Problem, SpecError
-from elastic_compile.core.loader import Loaded, load_stream, load_text, read_input
+from elastic_compile.core.loader import Loaded, load_stream, load_text
+from elastic_compile.core.source import read_input
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.validate import validate
 from elastic_compile.targets.adopt import (

@@ -26,7 +26,8 @@ from typing import Any
 
 from elastic_compile.compiler import lint
 from elastic_compile.core.errors import Problem
-from elastic_compile.core.loader import Loaded, load_stream, read_input
+from elastic_compile.core.loader import Loaded, load_stream
+from elastic_compile.core.source import read_input
 from elastic_compile.schema.podspec import octal_hint
 from elastic_compile.targets.adopt import in_document
 from elastic_compile.targets.checks import Finding, from_lines

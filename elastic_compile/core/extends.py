@@ -29,8 +29,9 @@ from typing import Final
 
 from elastic_compile.core import safefs
 from elastic_compile.core.errors import Problem, SpecError
-from elastic_compile.core.loader import MAX_BYTES, Loaded, expansion_problem, load_file, load_text
+from elastic_compile.core.loader import Loaded, expansion_problem, load_text
 from elastic_compile.core.merge import Rules, merge, strip
+from elastic_compile.core.source import MAX_BYTES, read_input
 
 #: The key naming a spec's base.
 KEY: Final = "extends"
@@ -92,6 +93,16 @@ class Resolver:
         self.boundary = boundary if isinstance(boundary, safefs.Boundary) else safefs.Boundary(boundary)
         self.rules, self.check = rules, check
         self._bases: dict[str, _Base] = {}
+        #: When a list, every file read is added to it: ``("spec", path, "", bytes)`` for a spec
+        #: named, ``("base", absolute path, resolved path, bytes)`` for a base (the result cache
+        #: keys a run on them).
+        self.sources: list[tuple[str, str, str, bytes]] | None = None
+
+    def _named(self, path: str | Path) -> Loaded:
+        raw, file = read_input(path)
+        if self.sources is not None:
+            self.sources.append(("spec", str(path), "", raw))
+        return load_text(raw, file)
 
     def load(self, path: str | Path) -> tuple[Loaded, list[Problem]]:
         """The spec at ``path`` merged onto its bases, and the problems found in them.
@@ -100,7 +111,7 @@ class Resolver:
         problems returned are the bases' own (their fragment checks, the directives of the
         files that extend): the caller validates the merged spec and reports both.
         """
-        loaded = load_file(path)
+        loaded = self._named(path)
         if str(path) == "-":
             refuse(loaded)
             return loaded, []
@@ -116,7 +127,7 @@ class Resolver:
         base = self._bases.get(real)
         if base is None:
             try:
-                loaded = load_file(path)
+                loaded = self._named(path)
             except SpecError as e:
                 return list(e.problems)
             try:
@@ -133,14 +144,14 @@ class Resolver:
             return loaded, [], None
         if len(stack) > MAX_BASES:
             raise _TooDeep(f"more than {MAX_BASES} bases in one chain")
-        real, shown = self._target(loaded, stack[-1][1])
+        real, shown, absolute = self._target(loaded, stack[-1][1])
         reals = [r for r, _ in stack]
         if real in reals:
             cycle = [name for _, name in stack[reals.index(real) :]]
             raise SpecError([self._at(loaded, "a cycle of bases: " + " -> ".join([*cycle, cycle[0]]))])
         base = self._bases.get(real)
         if base is None:
-            base = self._bases[real] = self._read(real, (*stack, (real, shown)))
+            base = self._bases[real] = self._read(real, (*stack, (real, shown)), absolute)
         if base.unreadable is not None:
             raise SpecError([self._at(loaded, base.unreadable)])
         if base.loaded is None:
@@ -155,13 +166,15 @@ class Resolver:
             raise SpecError([self._at(loaded, f"with its bases, {too_big}")])
         return merged, [*base.problems, *problems], base
 
-    def _read(self, real: str, stack: _Stack) -> _Base:
-        """The base file at ``real`` (checked to be inside), read and merged with its chain."""
+    def _read(self, real: str, stack: _Stack, absolute: str) -> _Base:
+        """The base file at ``real`` (checked to be inside; ``absolute`` before its links), read and merged."""
         shown = stack[-1][1]
         try:
             raw = self._bytes(real)
         except _Unreadable as e:
             return _Base(None, (), unreadable=str(e))
+        if self.sources is not None:
+            self.sources.append(("base", absolute, real, raw))
         try:
             loaded = load_text(raw, shown)
         except SpecError as e:
@@ -189,8 +202,8 @@ class Resolver:
     def _at(loaded: Loaded, message: str) -> Problem:
         return loaded.problem((KEY,), message)
 
-    def _target(self, loaded: Loaded, shown: str) -> tuple[str, str]:
-        """The resolved path of the base ``loaded`` (shown as ``shown``) names, and how to show it.
+    def _target(self, loaded: Loaded, shown: str) -> tuple[str, str, str]:
+        """The resolved path of the base ``loaded`` (shown as ``shown``) names, how to show it, its absolute path.
 
         A located error when it may not be read: not a relative path, outside the boundary as
         written, or once its links are resolved (the link's target is never shown).
@@ -212,7 +225,7 @@ class Resolver:
             raise SpecError(
                 [self._at(loaded, f"a symbolic link that leads outside {safefs.display(root)}; not followed")]
             )
-        return real, base_shown
+        return real, base_shown, str(absolute)
 
     def _bytes(self, real: str) -> bytes:
         """The base's bytes, reached inside the boundary without following a link."""

@@ -54,8 +54,8 @@ from yaml.scanner import Scanner
 from elastic_compile.core.emit import json_text
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.scalars import SourceFloat, SourceInt
+from elastic_compile.core.source import MAX_BYTES, read_input
 
-MAX_BYTES = 1024 * 1024  # a spec is tens of lines; anything near this is an accident or an attack
 MAX_DEPTH = 64  # a pod template with affinity terms nests about 12 levels
 MAX_VALUES = 20_000  # bounds the nodes parsed and the values built (alias expansion, "billion laughs")
 # Bounds the characters of the values built (keys and scalars, each alias counted again).
@@ -927,23 +927,6 @@ def load_stream(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_
 def load_documents(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> list[Any]:
     """The data of every document of a YAML stream (see :func:`load_stream`)."""
     return [doc.data for doc in load_stream(raw, file, max_bytes=max_bytes, max_depth=max_depth)]
-
-
-def read_input(path: str | Path, max_bytes: int = MAX_BYTES) -> tuple[bytes, str]:
-    """The bytes of ``path`` (``-``: standard input, named ``<stdin>``), at most ``max_bytes`` + 1 of them.
-
-    One byte more than the limit is read so that the loaders can say the input is too
-    large without reading all of it.
-    """
-    import sys
-
-    if str(path) == "-":
-        return sys.stdin.buffer.read(max_bytes + 1), "<stdin>"
-    try:
-        with Path(path).open("rb") as f:
-            return f.read(max_bytes + 1), str(path)
-    except OSError as e:
-        raise SpecError([Problem(str(path), 1, 1, "spec", f"cannot read the file: {e.strerror}")]) from e
 
 
 def load_file(path: str | Path) -> Loaded:

@@ -112,6 +112,15 @@ class Boundary:
             if fd >= 0:
                 os.close(fd)
 
+    def read(self, path: Path, limit: int = MAX_READ) -> bytes | None:
+        """The regular file ``path`` (at most ``limit`` + 1 bytes), reached inside; None when absent.
+
+        Raises :class:`Refused` for a link leading out on the way or a file that is not
+        regular, ``OSError`` when it cannot be read.
+        """
+        with self.directory(path.parent, str(path.parent)) as parent:
+            return None if parent is None else read_regular(parent, path.name, str(path), limit)
+
     def _step(self, parent: int, name: str, walked: Path, shown: str, *, create: bool) -> int | None:
         try:
             return os.open(name, _DIR_FLAGS | _NOFOLLOW, dir_fd=parent)

@@ -53,7 +53,8 @@ from pathlib import Path
 from typing import IO, Any, NoReturn, TextIO
 
 from elastic_compile.core.errors import SpecError, printable
-from elastic_compile.core.loader import MAX_BYTES, load_documents
+from elastic_compile.core.loader import load_documents
+from elastic_compile.core.source import MAX_BYTES
 from elastic_compile.localrun import kubeflow, rootfs, trainer
 from elastic_compile.localrun.job import Job, summary
 from elastic_compile.localrun.kubeflow import CLEAN_POD_POLICIES, Rules, build_pods, check_job, fit_job, store_host

@@ -19,7 +19,8 @@ from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core import extends
 from elastic_compile.core.errors import SpecError
-from elastic_compile.core.loader import MAX_BYTES, MAX_EXPANDED_CHARS, MAX_VALUES
+from elastic_compile.core.loader import MAX_EXPANDED_CHARS, MAX_VALUES
+from elastic_compile.core.source import MAX_BYTES
 
 SECRET = "s3cr3t-outside-the-tree"
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from elastic_compile.core.loader import MAX_BYTES
+from elastic_compile.core.source import MAX_BYTES
 
 BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
 LINE = re.compile(r"^[^:\n]+:\d+:\d+: [^ \n]+: [^\n]+$")

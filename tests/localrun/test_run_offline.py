@@ -249,7 +249,7 @@ def test_stopping_a_pod_reaches_processes_in_other_sessions() -> None:
 def test_run_reads_at_most_the_size_limit_from_stdin() -> None:
     import io
 
-    from elastic_compile.core.loader import MAX_BYTES
+    from elastic_compile.core.source import MAX_BYTES
     from elastic_compile.localrun.cli import load_source
     from elastic_compile.localrun.process import RunError
 

@@ -175,7 +175,7 @@ def test_secret_refs_come_only_from_env_flags_never_from_this_shell(monkeypatch:
 
 
 def test_a_trainjob_over_the_size_limit_is_not_read_past_it(tmp_path: Path) -> None:
-    from elastic_compile.core.loader import MAX_BYTES
+    from elastic_compile.core.source import MAX_BYTES
 
     manifest = tmp_path / "big.yaml"
     text = (GOLDEN / "minimal" / "trainjob.yaml").read_text(encoding="utf-8")
