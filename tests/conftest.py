@@ -48,3 +48,15 @@ def check_manifest(pytorchjob_validator: crdcheck.CrdValidator) -> Callable[[Map
     """``crdcheck.check_manifest`` (needs jsonschema and kubernetes-validate, the test extra)."""
     pytest.importorskip("kubernetes_validate", reason="install the test extra: pip install -e '.[test]'")
     return crdcheck.check_manifest
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own result cache (created on first use), never the user's ``~/.cache``.
+
+    Tests replace parts of the compiler in process; a result stored by another test must
+    not stand in for what they mean to run.
+    """
+    from elastic_compile.compiler import cache
+
+    monkeypatch.setenv(cache.DIR_ENV, str(tmp_path_factory.mktemp("cache") / "elastic-compile"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import io
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +22,8 @@ from typing import TYPE_CHECKING
 from elastic_compile import __version__
 
 if TYPE_CHECKING:
+    from elastic_compile.compiler import cache
+    from elastic_compile.core import safefs
     from elastic_compile.core.errors import Problem
 
 EXIT_OK, EXIT_DRIFT, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -54,7 +57,7 @@ def _collector_paused() -> Iterator[None]:
 
 def _parser() -> argparse.ArgumentParser:
     from elastic_compile import targets
-    from elastic_compile.compiler import output
+    from elastic_compile.compiler import cache, output
     from elastic_compile.compiler.pipeline import ALL
 
     p = _Parser(
@@ -121,6 +124,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ignore", action="append", default=[], metavar="CODE", help="silence lint CODE, e.g. EC104 (repeatable)"
     )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile even when a run with this command line, on these inputs, was stored in the cache "
+        f"(${cache.DIR_ENV}, default ~/.cache/elastic-compile; an empty value turns it off); store nothing",
+    )
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version=f"elastic-compile {__version__}")
     return p
@@ -150,9 +159,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             from elastic_compile.localrun.cli import main as run_main
 
             return run_main(args_list[1:])
+        from elastic_compile.compiler import cache
+
+        store = cache.open_store(args_list)
+        hit = store.lookup() if store is not None else None
+        if hit is not None:  # the compiler is never loaded
+            for note in hit.found.notes:
+                print(f"elastic-compile: note: {note}", file=sys.stderr)
+            sys.stderr.write(hit.stderr)
+            return _finish(hit.options, hit.boundary, hit.result)
         with _collector_paused():
             parser = _parser()
-        return _compile(parser.parse_args(args_list))
+        return _compile(parser.parse_args(args_list), store)
     except SpecError as e:
         if debug:
             raise
@@ -283,8 +301,8 @@ def _doctor(argv: Sequence[str]) -> int:
     return EXIT_DRIFT if found else EXIT_OK
 
 
-def _compile(ns: argparse.Namespace) -> int:
-    from elastic_compile.compiler import inputs, lint, output
+def _compile(ns: argparse.Namespace, store: cache.Store | None = None) -> int:
+    from elastic_compile.compiler import cache, inputs, lint, output
     from elastic_compile.compiler.pipeline import Compiled, compile_path, resolver, unique_problems
     from elastic_compile.core.errors import Problem, SpecError
 
@@ -295,11 +313,15 @@ def _compile(ns: argparse.Namespace) -> int:
         ns.check = ""
     if not ns.specs:
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", "the following arguments are required: SPEC")])
+    if ns.no_cache or ns.templates is not None or ns.explain or "-" in ns.specs:
+        store = None  # inputs the cache cannot see (templates, standard input), or asked not to
     boundary = output.default_boundary(ns.root)
     found = inputs.collect(ns.specs, boundary.root)
     for note in found.notes:
         print(f"elastic-compile: note: {note}", file=sys.stderr)
     bases = resolver(boundary)  # one for the run: a base shared by many specs is read once
+    if store is not None:
+        bases.sources = []
     compiled: list[Compiled] = []
     problems: list[Problem] = list(found.problems)
     for path in found.jobs:
@@ -315,7 +337,10 @@ def _compile(ns: argparse.Namespace) -> int:
         raise SpecError(
             [Problem("elastic-compile", 0, 0, "usage", "no job to compile: only bases (_*.elastic.yaml) were found")]
         )
-    if lint.report(compiled, ns.ignore, strict=ns.strict):  # warnings to stderr; True: --strict and one fired
+    lints = io.StringIO()
+    failed = lint.report(compiled, ns.ignore, strict=ns.strict, stream=lints)  # True: --strict and one fired
+    sys.stderr.write(lints.getvalue())
+    if failed:
         return EXIT_INPUT
     if ns.explain:
         from elastic_compile.compiler.explain import explain
@@ -323,23 +348,37 @@ def _compile(ns: argparse.Namespace) -> int:
         sys.stdout.write("".join(explain(c) for c in compiled))
         return EXIT_OK
     if ns.output is not None:
-        files = output.directory_files(compiled, ns.format, nested=found.directories)
         # No spec and no base may be inside DIR: a base is an input of every spec extending it.
         read = list(
             dict.fromkeys([*found.jobs, *found.bases, *(f for c in compiled if c.loaded for f in c.loaded.chain)])
         )
+        result = cache.Result(files=output.directory_files(compiled, ns.format, nested=found.directories), read=read)
+    else:
+        result = cache.Result(text=output.stream_text(compiled, ns.format))
+    if store is not None and bases.sources is not None:
+        store.save(ns, boundary=boundary, found=found, sources=bases.sources, stderr=lints.getvalue(), result=result)
+    return _finish(ns, boundary, result)
+
+
+def _finish(ns: argparse.Namespace, boundary: safefs.Boundary, result: cache.Result) -> int:
+    """Print, write or compare what a compile decided (just now, or stored in the cache)."""
+    from elastic_compile.compiler import writer
+    from elastic_compile.core.errors import Problem, SpecError
+
+    if ns.output is not None:
+        files, read = result.files or {}, result.read or []
         if ns.check is not None:
-            diff, foreign = output.diff_directory(ns.output, files, boundary=boundary, specs=read)
+            diff, foreign = writer.diff_directory(ns.output, files, boundary=boundary, specs=read)
             if foreign:
                 # Named, never read: they are not ours, so never drift either.
                 shown = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more" if len(foreign) > 10 else "")
                 print(f"elastic-compile: note: not written by elastic-compile, left alone: {shown}", file=sys.stderr)
             return _report_drift(diff)
-        output.write_directory(ns.output, files, boundary=boundary, specs=read)
+        writer.write_directory(ns.output, files, boundary=boundary, specs=read)
         return EXIT_OK
-    text = output.stream_text(compiled, ns.format)
+    text = result.text or ""
     if ns.check:
-        return _report_drift(output.diff_file(Path(ns.check), text, boundary=boundary))
+        return _report_drift(writer.diff_file(Path(ns.check), text, boundary=boundary))
     if ns.check is not None:
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", "--check needs -o DIR or a FILE")])
     sys.stdout.write(text)

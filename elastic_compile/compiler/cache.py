@@ -1,0 +1,406 @@
+"""The result cache: the same run on the same inputs prints or writes what it did, without compiling.
+
+A pre-commit hook or ``make check`` runs ``elastic-compile -o deploy/ --check specs/`` on
+every commit, and most commits change no spec. Starting the compiler (PyYAML, Jinja2,
+pydantic and the spec models) costs several times the interpreter's own start; a run
+whose inputs are unchanged needs none of it. So a successful run stores its result, and a
+later run reuses it only when everything the result depends on is the same:
+
+* the command line, word for word, and the current directory;
+* the compiler: the size and modification time of every file of the ``elastic_compile``
+  package, the installed versions of the libraries it compiles with, and Python's version;
+* the ``ELASTIC_COMPILE_*`` environment variables (a run with ``ELASTIC_COMPILE_CRDS`` set
+  reads CRD files and is never stored);
+* the boundary (``--root`` or the working tree) and what the spec walk finds: the same
+  specs and bases, the same notes;
+* every file the compile read, byte for byte: each spec is read again with the compiler's
+  own reader, and each base again through the boundary, never through a link leading out
+  of it, after checking that its path still resolves to the same file.
+
+Anything else is a miss: the run compiles as if there were no cache, and stores its
+result when it succeeds. Only what a compile decides is stored (the stream, or the files
+of ``-o`` and the lint lines); writing into ``-o DIR`` and ``--check`` always run against
+the disk as it is now. Runs that fail, ``--explain``, ``--templates`` (templates are
+inputs we do not track) and standard input (``-``) are never stored.
+
+The cache is a directory of the user's own: ``$ELASTIC_COMPILE_CACHE_DIR``, else
+``$XDG_CACHE_HOME/elastic-compile``, else ``~/.cache/elastic-compile``; ``--no-cache``
+or ``ELASTIC_COMPILE_CACHE_DIR=""`` turn it off. It is created with mode 0700 and used
+only while it is a directory (not a link) owned by the user that nobody else may read or
+write; entries are files of mode 0600, read without following links, bounded in size,
+checked against a digest of their own, and at most :data:`MAX_ENTRIES` are kept (the
+least recently used go first). This module imports nothing of the compiler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import stat
+import sys
+from collections.abc import Iterable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from elastic_compile.compiler import inputs
+from elastic_compile.core import safefs
+from elastic_compile.core.errors import SpecError
+from elastic_compile.core.source import MAX_BYTES, read_input
+
+#: The environment variable naming the cache directory (empty: no cache).
+DIR_ENV: Final = "ELASTIC_COMPILE_CACHE_DIR"
+#: Entries kept at most; a store beyond it removes the least recently used down to 3/4 of it.
+MAX_ENTRIES: Final = 512
+#: The largest entry stored or read: 500 specs' bases are about 5 MB.
+MAX_ENTRY_BYTES: Final = 64 * 1024 * 1024
+#: Changes whenever what an entry holds, or how it is keyed, changes.
+_FORMAT: Final = 1
+#: The distributions whose code the compile runs (their installed versions key the cache).
+_LIBRARIES: Final = frozenset(
+    {"pydantic", "pydantic_core", "jinja2", "markupsafe", "pyyaml", "typing_extensions", "annotated_types"}
+)
+#: Options whose inputs the cache cannot see: a run with one is never stored or reused.
+_UNTRACKED: Final = frozenset({"--templates", "--explain", "-h", "--help", "--version"})
+_SUFFIX: Final = ".json"
+_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+
+
+@dataclass
+class Result:
+    """What a compile decided: the stream (``text``), or the files of ``-o`` and the specs it read."""
+
+    text: str | None = None
+    files: dict[str, str] | None = None
+    #: Every spec and base the run read: ``-o DIR`` may hold none of them.
+    read: list[str] | None = None
+
+
+@dataclass
+class Hit:
+    """A stored run that still holds: its parsed options, lint lines and result."""
+
+    options: argparse.Namespace
+    boundary: safefs.Boundary
+    found: inputs.Inputs
+    stderr: str
+    result: Result
+
+
+def directory() -> Path | None:
+    """The cache directory this run would use (None: the cache is off)."""
+    configured = os.environ.get(DIR_ENV)
+    if configured is not None:
+        return Path(configured) if configured else None
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "elastic-compile"
+    try:
+        return Path.home() / ".cache" / "elastic-compile"
+    except RuntimeError:  # no home directory to be found: no cache
+        return None
+
+
+def applies(argv: Sequence[str]) -> bool:
+    """Whether a run with ``argv`` may use the cache at all (before anything is parsed)."""
+    if "--no-cache" in argv or "-" in argv or os.environ.get("ELASTIC_COMPILE_CRDS"):
+        return False
+    return not any(word.split("=", 1)[0] in _UNTRACKED for word in argv)
+
+
+# --------------------------------------------------------------------------- the key
+
+
+def _package_files() -> Iterable[tuple[str, int, int]]:
+    package = Path(__file__).resolve().parent.parent
+    for where, dirs, files in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            info = os.stat(os.path.join(where, name))
+            yield os.path.relpath(os.path.join(where, name), package), info.st_size, info.st_mtime_ns
+
+
+def _libraries() -> list[str]:
+    """The ``*.dist-info`` names (name and version) of :data:`_LIBRARIES` and of us, on ``sys.path``."""
+    found = []
+    for entry in dict.fromkeys(sys.path):
+        if not entry or not os.path.isdir(entry):
+            continue
+        try:
+            names = os.listdir(entry)
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".dist-info"):
+                project = name[: -len(".dist-info")].rsplit("-", 1)[0].lower().replace("-", "_").replace(".", "_")
+                if project in _LIBRARIES or project == "elastic_compile":
+                    found.append(f"{entry}/{name}")
+    return sorted(found)
+
+
+def _key(argv: Sequence[str]) -> str:
+    material = {
+        "format": _FORMAT,
+        "python": sys.version,
+        "package": list(_package_files()),
+        "libraries": _libraries(),
+        "cwd": os.getcwd(),
+        "argv": list(argv),
+        "env": sorted((k, v) for k, v in os.environ.items() if k.startswith("ELASTIC_COMPILE_") and k != DIR_ENV),
+    }
+    return hashlib.sha256(json.dumps(material).encode("utf-8")).hexdigest()
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------- the directory
+
+
+def _open_directory(path: Path, *, create: bool) -> int | None:
+    """The cache directory, opened without following a link; None when it may not be used.
+
+    Another user's directory, or one others may read or write, is never used: an entry is
+    printed and written as our own output. Said once on stderr, since it needs the user's
+    attention; a cache that cannot be created (a read-only home in CI) is silently off.
+    """
+    if create:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError:
+            return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC)
+    except OSError:
+        return None
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        os.close(fd)
+        print(
+            f"elastic-compile: note: the cache {path} is not used: it must be a directory of yours that "
+            "nobody else may read or write (chmod 700 it), or set ELASTIC_COMPILE_CACHE_DIR",
+            file=sys.stderr,
+        )
+        return None
+    return fd
+
+
+def _read_entry(dir_fd: int, name: str) -> dict[str, Any] | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0), dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_size > MAX_ENTRY_BYTES:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            raw = f.read(MAX_ENTRY_BYTES + 1)
+    finally:
+        os.close(fd)
+    digest, _, body = raw.partition(b"\n")
+    if len(raw) > MAX_ENTRY_BYTES or digest.decode("ascii", "replace") != _digest(body):
+        return None  # torn, truncated or edited: recompile
+    try:
+        entry = json.loads(body)
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) else None
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class Store:
+    """The cache for one run's command line: :meth:`lookup`, and :meth:`save` after a compile."""
+
+    def __init__(self, argv: Sequence[str], path: Path) -> None:
+        """``argv``: the command line after the program's name; ``path``: the cache directory."""
+        self.argv, self.path = list(argv), path
+        self.key = _key(argv)
+        self.name = self.key + _SUFFIX
+
+    def lookup(self) -> Hit | None:
+        """The stored run for this command line, when it holds for the inputs as they are now."""
+        dir_fd = _open_directory(self.path, create=False)
+        if dir_fd is None:
+            return None
+        try:
+            entry = _read_entry(dir_fd, self.name)
+            if entry is None or entry.get("key") != self.key:
+                return None
+            hit = _check(entry)
+            if hit is not None:
+                # Least recently used goes first when the cache is full.
+                with suppress(OSError):
+                    os.utime(self.name, dir_fd=dir_fd, follow_symlinks=False)
+            return hit
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None  # an entry of another shape: recompile
+        finally:
+            os.close(dir_fd)
+
+    def save(
+        self,
+        options: argparse.Namespace,
+        *,
+        boundary: safefs.Boundary,
+        found: inputs.Inputs,
+        sources: Sequence[tuple[str, str, str, bytes]],
+        stderr: str,
+        result: Result,
+    ) -> None:
+        """Store a successful run; a cache that cannot be written is skipped, never an error."""
+        texts: dict[str, int] = {}
+        files = None
+        if result.files is not None:
+            # One openapi.json and kustomization.yaml serve hundreds of bases: stored once.
+            files = {rel: texts.setdefault(text, len(texts)) for rel, text in result.files.items()}
+        entry = {
+            "key": self.key,
+            "options": _options_data(options),
+            "boundary": str(boundary.root),
+            "found": _found_data(found),
+            "sources": [[how, path, real, _digest(data)] for how, path, real, data in sources],
+            "stderr": stderr,
+            "text": result.text,
+            "files": files,
+            "texts": list(texts),
+            "read": result.read,
+        }
+        body = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        if len(body) > MAX_ENTRY_BYTES:
+            return
+        dir_fd = _open_directory(self.path, create=True)
+        if dir_fd is None:
+            return
+        try:
+            _write(dir_fd, self.name, _digest(body).encode("ascii") + b"\n" + body)
+            _prune(dir_fd)
+        except OSError:
+            pass
+        finally:
+            os.close(dir_fd)
+
+
+def open_store(argv: Sequence[str]) -> Store | None:
+    """The cache for this command line, or None when it does not apply or is off."""
+    if not applies(argv):
+        return None
+    path = directory()
+    return Store(argv, path) if path is not None else None
+
+
+def _write(dir_fd: int, name: str, data: bytes) -> None:
+    temp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        os.unlink(temp, dir_fd=dir_fd)
+        raise
+    os.close(fd)
+    os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def _prune(dir_fd: int) -> None:
+    """Keep at most :data:`MAX_ENTRIES` entries: beyond it, the least recently used go."""
+    entries = []
+    with os.scandir(dir_fd) as it:
+        for item in it:
+            if item.name.endswith(_SUFFIX) and not item.name.startswith("."):
+                entries.append(item.name)
+                if len(entries) > 4 * MAX_ENTRIES:  # a hostile directory: look no further
+                    break
+    if len(entries) <= MAX_ENTRIES:
+        return
+    aged = []
+    for name in entries:
+        try:
+            aged.append((os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime_ns, name))
+        except OSError:
+            continue
+    for _, name in sorted(aged)[: len(aged) - MAX_ENTRIES * 3 // 4]:
+        try:
+            os.unlink(name, dir_fd=dir_fd)
+        except OSError:
+            continue
+
+
+# --------------------------------------------------------------------------- what holds
+
+
+def _options_data(options: argparse.Namespace) -> dict[str, Any]:
+    values = vars(options)
+    return {
+        "paths": sorted(k for k, v in values.items() if isinstance(v, Path)),
+        "values": {k: str(v) if isinstance(v, Path) else v for k, v in values.items()},
+    }
+
+
+def _options(data: dict[str, Any]) -> argparse.Namespace:
+    values = dict(data["values"])
+    for name in data["paths"]:
+        values[name] = Path(values[name])
+    return argparse.Namespace(**values)
+
+
+def _found_data(found: inputs.Inputs) -> dict[str, Any]:
+    return {
+        "jobs": found.jobs,
+        "bases": found.bases,
+        "directories": found.directories,
+        "notes": found.notes,
+        "problems": [str(p) for p in found.problems],
+    }
+
+
+def _unchanged(how: str, path: str, real: str, digest: str, boundary: safefs.Boundary) -> bool:
+    """Whether the file read as ``how`` at ``path`` still holds the bytes with ``digest``."""
+    try:
+        if how == "spec":
+            data: bytes | None = read_input(path)[0]
+        else:
+            # A base: its path must still lead to the same file, read inside the boundary.
+            if os.path.realpath(path) != real:
+                return False
+            data = boundary.read(Path(real), MAX_BYTES)
+    except (SpecError, safefs.Refused, OSError):
+        return False
+    return data is not None and _digest(data) == digest
+
+
+def _check(entry: dict[str, Any]) -> Hit | None:
+    options = _options(entry["options"])
+    root = options.root if isinstance(options.root, Path) else None
+    boundary = safefs.Boundary(root if root is not None else safefs.work_tree())
+    if str(boundary.root) != entry["boundary"]:
+        return None
+    found = inputs.collect(options.specs, boundary.root)
+    if _found_data(found) != entry["found"]:
+        return None
+    for how, path, real, digest in entry["sources"]:
+        if not _unchanged(how, path, real, digest, boundary):
+            return None
+    texts = entry["texts"]
+    files = None if entry["files"] is None else {rel: texts[index] for rel, index in entry["files"].items()}
+    result = Result(entry["text"], files, entry["read"])
+    if (result.text is None) == (files is None):
+        return None
+    return Hit(options, boundary, found, entry["stderr"], result)
+
+
+__all__ = ["DIR_ENV", "MAX_ENTRIES", "MAX_ENTRY_BYTES", "Hit", "Result", "Store", "applies", "directory", "open_store"]

@@ -1,0 +1,308 @@
+"""The result cache: a stored run is reused only while everything it depends on is unchanged.
+
+Each test runs the CLI as a user does, in a git working tree of its own, twice or more:
+the first run compiles and stores, a later one must print, write and exit exactly as a
+compile would. Whether a run compiled is observed by replacing the compile step with one
+that records the call (a hit never reaches it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from elastic_compile.compiler import cache, cli
+from elastic_compile.core import crdcheck
+
+ROOT = Path(__file__).resolve().parents[1]
+MANY = ROOT / "examples" / "many-jobs"
+EXAMPLE = ROOT / "examples" / "ddp-2x8-gpu.yaml"
+
+Run = Callable[..., tuple[int, str, str, bool]]
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working tree holding the many-jobs specs and their bases; the current directory."""
+    monkeypatch.delenv(crdcheck.CRDS_ENV, raising=False)  # a run with it set is never stored
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    shutil.copytree(MANY / "teams", root / "teams")
+    shutil.copytree(MANY / "platform", root / "platform")
+    shutil.copy(EXAMPLE, root / "train.yaml")
+    monkeypatch.chdir(root)
+    return root
+
+
+@pytest.fixture
+def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Run:
+    """``run(*argv)``: exit code, stdout, stderr, and whether the compiler ran."""
+    real = cli._compile
+
+    def run(*argv: str) -> tuple[int, str, str, bool]:
+        compiled = []
+
+        def compile_step(*args: object, **kwargs: object) -> int:
+            compiled.append(True)
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(cli, "_compile", compile_step)
+        code = cli.main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err, bool(compiled)
+
+    return run
+
+
+def entries() -> list[Path]:
+    where = cache.directory()
+    assert where is not None
+    return sorted(where.glob("*.json")) if where.is_dir() else []
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# --------------------------------------------------------------------------- same result
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train.yaml"],
+        ["train.yaml", "--format", "json", "-t", "all"],
+        ["teams"],  # a directory: bases, several jobs, lint lines on stderr
+        ["teams/nlp/llm-finetune.elastic.yaml", "--ignore", "EC104"],
+    ],
+)
+def test_a_hit_prints_what_the_compile_printed(repo: Path, run: Run, argv: list[str]) -> None:
+    first = run(*argv)
+    assert first[0] == 0 and first[3]
+    assert len(entries()) == 1
+    second = run(*argv)
+    assert second[:3] == first[:3]
+    assert not second[3]
+    assert run("--no-cache", *argv)[:3] == first[:3]
+
+
+def test_a_hit_writes_and_checks_the_directory_as_a_compile_does(repo: Path, run: Run) -> None:
+    code, _, err, compiled = run("-o", "deploy", "teams")
+    assert (code, compiled) == (0, True)
+    written = tree(repo / "deploy")
+    shutil.rmtree(repo / "deploy")
+    assert run("-o", "deploy", "teams") == (0, "", err, False)
+    assert tree(repo / "deploy") == written
+    check = run("-o", "deploy", "--check", "teams")
+    assert check[0] == 0 and check[3]  # another command line: compiled once, then stored
+    assert run("-o", "deploy", "--check", "teams")[:3] == check[:3]
+    # The disk is always read afresh: an edit of a written file is drift on a hit too.
+    job = next((repo / "deploy").rglob("pytorchjob.yaml"))
+    job.write_text(job.read_text() + "# edited\n")
+    code, out, _, compiled = run("-o", "deploy", "--check", "teams")
+    assert (code, compiled) == (1, False)
+    assert "-# edited" in out
+    # And a file that is not ours is still refused where we would write.
+    shutil.rmtree(repo / "deploy")
+    (repo / "deploy").mkdir()
+    (repo / "deploy" / "vision").write_text("mine\n")
+    code, _, err, compiled = run("-o", "deploy", "teams")
+    assert (code, compiled) == (2, False)
+    assert "deploy/vision" in err
+    assert (repo / "deploy" / "vision").read_text() == "mine\n"
+
+
+def test_check_file_on_a_hit(repo: Path, run: Run) -> None:
+    out = run("train.yaml")[1]
+    (repo / "job.yaml").write_text(out)
+    assert run("train.yaml", "--check", "job.yaml")[0] == 0
+    assert run("train.yaml", "--check", "job.yaml") == (0, "", "", False)
+    (repo / "job.yaml").write_text(out.replace("replicas: 2", "replicas: 3"))
+    code, diff, _, compiled = run("train.yaml", "--check", "job.yaml")
+    assert (code, compiled) == (1, False)
+    assert "+    replicas: 2" in diff or "replicas: 2" in diff
+
+
+# --------------------------------------------------------------------------- what invalidates
+
+
+def test_a_changed_spec_compiles_again(repo: Path, run: Run) -> None:
+    before = run("train.yaml")[1]
+    spec = repo / "train.yaml"
+    info = spec.stat()
+    spec.write_text(spec.read_text().replace("name: ", "name: x", 1))
+    os.utime(spec, ns=(info.st_atime_ns, info.st_mtime_ns))  # the same time: bytes decide
+    code, after, _, compiled = run("train.yaml")
+    assert (code, compiled) == (0, True)
+    assert after != before
+    assert run("train.yaml")[1:3] == (after, "")
+
+
+def test_a_changed_base_compiles_again(repo: Path, run: Run) -> None:
+    before = run("teams")[1]
+    base = repo / "platform" / "_defaults.elastic.yaml"
+    base.write_text(base.read_text().replace("NCCL_DEBUG: WARN", "NCCL_DEBUG: INFO"))
+    code, after, _, compiled = run("teams")
+    assert (code, compiled) == (0, True)
+    assert after == before.replace("value: WARN", "value: INFO")
+    assert after != before
+
+
+def test_a_new_spec_in_a_directory_compiles_again(repo: Path, run: Run) -> None:
+    before = run("teams")[1]
+    shutil.copy(repo / "train.yaml", repo / "teams" / "extra.elastic.yaml")
+    code, after, _, compiled = run("teams")
+    assert (code, compiled) == (0, True)
+    assert after.count("kind: PyTorchJob") == before.count("kind: PyTorchJob") + 1
+
+
+def test_a_base_reached_through_a_relinked_directory_compiles_again(repo: Path, run: Run) -> None:
+    (repo / "a").mkdir()
+    (repo / "b").mkdir()
+    (repo / "a" / "_base.elastic.yaml").write_text("env: {TEAM_MARKER: team-a}\n")
+    (repo / "b" / "_base.elastic.yaml").write_text("env: {TEAM_MARKER: team-b}\n")
+    (repo / "current").symlink_to("a")
+    (repo / "job.yaml").write_text("extends: current/_base.elastic.yaml\n" + (repo / "train.yaml").read_text())
+    assert "value: team-a" in run("job.yaml")[1]
+    (repo / "current").unlink()
+    (repo / "current").symlink_to("b")
+    code, out, _, compiled = run("job.yaml")
+    assert (code, compiled) == (0, True)
+    assert "value: team-b" in out and "team-a" not in out
+
+
+def test_a_base_turned_into_a_link_out_of_the_tree_is_refused_not_replayed(
+    repo: Path, run: Run, tmp_path: Path
+) -> None:
+    (repo / "_base.elastic.yaml").write_text("namespace: team-a\n")
+    (repo / "job.yaml").write_text("extends: _base.elastic.yaml\n" + (repo / "train.yaml").read_text())
+    assert run("job.yaml")[0] == 0
+    outside = tmp_path / "outside.elastic.yaml"
+    outside.write_text("namespace: team-a\n")  # the very same bytes
+    (repo / "_base.elastic.yaml").unlink()
+    (repo / "_base.elastic.yaml").symlink_to(outside)
+    code, out, err, compiled = run("job.yaml")
+    assert (code, out, compiled) == (2, "", True)
+    assert "leads outside" in err
+
+
+def test_the_environment_the_directory_and_the_compiler_key_a_run(
+    repo: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run("train.yaml")[3]
+    monkeypatch.setenv("ELASTIC_COMPILE_SOMETHING", "1")
+    assert run("train.yaml")[3]
+    assert not run("train.yaml")[3]
+    (repo / "sub").mkdir()
+    monkeypatch.chdir(repo / "sub")
+    assert run("../train.yaml")[3]
+    # The compiler's own files: a changed one (here its time) is another compiler.
+    source = Path(cache.__file__)
+    info = source.stat()
+    try:
+        os.utime(source, ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000_000))
+        assert run("../train.yaml")[3]
+    finally:
+        os.utime(source, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+def test_runs_the_cache_cannot_see_are_never_stored(repo: Path, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    (repo / "bad.yaml").write_text("name: x\nworkers: -1\n")
+    assert run("bad.yaml")[0] == 2
+    assert run("train.yaml", "--explain")[0] == 0
+    assert run("--no-cache", "train.yaml")[0] == 0
+    assert run("--strict", "teams")[0] in (0, 2)
+    templates = repo / "templates"
+    shutil.copytree(ROOT / "elastic_compile" / "templates", templates)
+    assert run("train.yaml", "--templates", "templates")[0] == 0
+    monkeypatch.setattr(sys, "stdin", open(repo / "train.yaml"))  # noqa: SIM115
+    assert run("-")[0] == 0
+    strict = run("--strict", "teams")
+    stored = 1 if strict[0] == 0 else 0
+    assert len(entries()) == stored
+    monkeypatch.setenv(cache.DIR_ENV, "")
+    assert cache.directory() is None
+    assert run("train.yaml")[3] and run("train.yaml")[3]
+
+
+# --------------------------------------------------------------------------- the directory
+
+
+def test_a_directory_others_may_write_is_not_used(
+    repo: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    where = tmp_path / "shared-cache"
+    where.mkdir(mode=0o777)
+    where.chmod(0o777)
+    monkeypatch.setenv(cache.DIR_ENV, str(where))
+    code, _, err, _ = run("train.yaml")
+    assert code == 0
+    assert f"the cache {where} is not used" in err
+    assert list(where.iterdir()) == []
+
+
+def test_a_linked_directory_or_entry_is_not_followed(
+    repo: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tmp_path / "real-cache"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link-cache"
+    link.symlink_to(real)
+    monkeypatch.setenv(cache.DIR_ENV, str(link))
+    assert run("train.yaml")[3] and run("train.yaml")[3]
+    assert list(real.iterdir()) == []
+    monkeypatch.setenv(cache.DIR_ENV, str(real))
+    run("train.yaml")
+    (entry,) = real.iterdir()
+    elsewhere = tmp_path / "elsewhere.json"
+    entry.rename(elsewhere)
+    entry.symlink_to(elsewhere)
+    assert run("train.yaml")[3]  # compiled: the link is not read, and the entry is written anew
+    assert not entry.is_symlink()
+
+
+def test_a_damaged_entry_compiles_again(repo: Path, run: Run) -> None:
+    first = run("train.yaml")
+    (entry,) = entries()
+    data = bytearray(entry.read_bytes())
+    at = data.index(b"replicas")
+    data[at : at + 8] = b"REPLICAS"
+    entry.write_bytes(bytes(data))
+    second = run("train.yaml")
+    assert second[3] and second[:3] == first[:3]
+    entry.write_bytes(b"")
+    assert run("train.yaml")[:3] == first[:3]
+
+
+def test_entries_are_private_and_bounded(repo: Path, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache, "MAX_ENTRIES", 4)
+    for index in range(7):
+        assert run("train.yaml", *["--ignore", "EC104"] * (index + 1))[0] == 0  # 7 command lines
+    where = cache.directory()
+    assert where is not None
+    assert stat.S_IMODE(where.stat().st_mode) == 0o700
+    kept = entries()
+    assert 3 <= len(kept) <= 4
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in kept)
+    assert not [p for p in where.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_a_hit_loads_no_compiler(repo: Path) -> None:
+    """The point of the cache: a hit imports neither PyYAML, Jinja2 nor pydantic (counted, not timed)."""
+    probe = (
+        "import sys; from elastic_compile.compiler.cli import main; code = main(['train.yaml']); "
+        "print(code, sorted(m for m in ('yaml', 'jinja2', 'pydantic') if m in sys.modules), file=sys.stderr)"
+    )
+    env = {**os.environ}
+    first = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    second = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert first.stderr.splitlines()[-1] == "0 ['jinja2', 'pydantic', 'yaml']"
+    assert second.stderr.splitlines()[-1] == "0 []"
+    assert second.stdout == first.stdout
