@@ -194,7 +194,7 @@ def test_a_base_turned_into_a_link_out_of_the_tree_is_refused_not_replayed(
 
 
 def test_the_environment_the_directory_and_the_compiler_key_a_run(
-    repo: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+    repo: Path, run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     assert run("train.yaml")[3]
     monkeypatch.setenv("ELASTIC_COMPILE_SOMETHING", "1")
@@ -203,14 +203,16 @@ def test_the_environment_the_directory_and_the_compiler_key_a_run(
     (repo / "sub").mkdir()
     monkeypatch.chdir(repo / "sub")
     assert run("../train.yaml")[3]
-    # The compiler's own files: a changed one (here its time) is another compiler.
-    source = Path(cache.__file__)
-    info = source.stat()
-    try:
-        os.utime(source, ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000_000))
-        assert run("../train.yaml")[3]
-    finally:
-        os.utime(source, ns=(info.st_atime_ns, info.st_mtime_ns))
+    # The compiler's own files, by content: a changed one is another compiler, a new time is not.
+    package = tmp_path / "elastic_compile"
+    shutil.copytree(Path(cache.__file__).parents[1], package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "_PACKAGE", package)
+    assert not run("../train.yaml")[3]  # a copy of the same files: the same compiler
+    source = package / "compiler" / "cache.py"
+    os.utime(source, ns=(0, 0))
+    assert not run("../train.yaml")[3]
+    source.write_bytes(source.read_bytes() + b"\n")
+    assert run("../train.yaml")[3]
 
 
 def test_runs_the_cache_cannot_see_are_never_stored(repo: Path, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
