@@ -308,3 +308,175 @@ def test_a_hit_loads_no_compiler(repo: Path) -> None:
     assert first.stderr.splitlines()[-1] == "0 ['jinja2', 'pydantic', 'yaml']"
     assert second.stderr.splitlines()[-1] == "0 []"
     assert second.stdout == first.stdout
+
+
+# --------------------------------------------------------------------------- found by the red-team
+
+
+def test_a_second_way_to_a_base_relinked_compiles_again(repo: Path, run: Run) -> None:
+    (repo / "bases").mkdir()
+    (repo / "alt").mkdir()
+    (repo / "bases" / "_base.elastic.yaml").write_text("max_restarts: 3\n")
+    (repo / "alt" / "_base.elastic.yaml").write_text("max_restarts: 5\n")
+    (repo / "link").symlink_to("bases")
+    job = "name: {name}\nimage: x:1\ncommand: [python, t.py]\n"
+    (repo / "j1.elastic.yaml").write_text("extends: bases/_base.elastic.yaml\n" + job.format(name="j1"))
+    (repo / "j2.elastic.yaml").write_text("extends: link/_base.elastic.yaml\n" + job.format(name="j2"))
+    before = run("j1.elastic.yaml", "j2.elastic.yaml")[1]
+    (repo / "link").unlink()
+    (repo / "link").symlink_to("alt")
+    code, after, _, compiled = run("j1.elastic.yaml", "j2.elastic.yaml")
+    assert (code, compiled) == (0, True)
+    assert after != before
+    assert after == run("--no-cache", "j1.elastic.yaml", "j2.elastic.yaml")[1]
+
+
+def test_a_base_named_through_a_relinked_alias_is_checked_again(repo: Path, run: Run) -> None:
+    (repo / "a.elastic.yaml").write_text("extends: _base.elastic.yaml\nname: a\nimage: x:1\ncommand: [python, t.py]\n")
+    (repo / "_base.elastic.yaml").write_text("max_restarts: 3\n")
+    (repo / "_bad.elastic.yaml").write_text("max_restarts: -7\n")
+    (repo / "_alias.elastic.yaml").symlink_to("_base.elastic.yaml")
+    assert run("a.elastic.yaml", "_alias.elastic.yaml")[0] == 0
+    (repo / "_alias.elastic.yaml").unlink()
+    (repo / "_alias.elastic.yaml").symlink_to("_bad.elastic.yaml")
+    code, out, err, compiled = run("a.elastic.yaml", "_alias.elastic.yaml")
+    assert (code, out, compiled) == (2, "", True)
+    assert "_alias.elastic.yaml:1:15: max_restarts" in err
+
+
+def test_a_spec_from_a_pipe_is_read_once(repo: Path) -> None:
+    command = [sys.executable, "-m", "elastic_compile.compiler.cli", "/dev/stdin"]
+    first = subprocess.run(command, input=(repo / "train.yaml").read_bytes(), capture_output=True, check=True)
+    other = (repo / "train.yaml").read_text().replace("name: ", "name: other-", 1)
+    second = subprocess.run(command, input=other.encode(), capture_output=True, check=False)
+    assert (second.returncode, second.stderr) == (0, b"")
+    assert b"name: other-" in second.stdout and second.stdout != first.stdout
+    assert entries() == []  # never stored: checking it again would consume the pipe
+
+
+def test_any_bytes_in_a_path(repo: Path, run: Run) -> None:
+    odd = os.fsdecode(b"jobs-\xff")
+    (repo / odd).mkdir()
+    shutil.copy(repo / "train.yaml", repo / odd / "train.elastic.yaml")
+    first = run(odd)
+    assert first[0] == 0 and first[3]
+    assert run(odd) == (*first[:3], False)
+
+
+def test_only_our_entries_are_pruned(repo: Path, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    run("train.yaml")
+    where = cache.directory()
+    assert where is not None
+    mine = [where / f"record{i}.json" for i in range(6)]
+    for path in mine:
+        path.write_text("{}")
+    monkeypatch.setattr(cache, "MAX_ENTRIES", 4)
+    for index in range(6):
+        run("train.yaml", *["--ignore", "EC104"] * (index + 1))
+    assert all(path.exists() for path in mine)
+    assert len(entries()) - len(mine) <= 4
+
+
+def test_all_entries_together_are_bounded(repo: Path, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    run("train.yaml")
+    (one,) = entries()
+    size = one.stat().st_size
+    monkeypatch.setattr(cache, "MAX_TOTAL_BYTES", 3 * size)
+    for index in range(6):
+        run("train.yaml", *["--ignore", "EC104"] * (index + 1))
+    kept = entries()
+    assert 1 <= len(kept) <= 3
+    assert sum(p.stat().st_size for p in kept) <= 3 * size
+
+
+def _forge(entry_path: Path, change: Callable[[dict[str, object]], None]) -> None:
+    """Rewrite a stored entry with a valid digest: what only the cache's owner could do."""
+    import hashlib
+    import json
+
+    body = json.loads(entry_path.read_bytes().partition(b"\n")[2])
+    change(body)
+    data = json.dumps(body).encode()
+    entry_path.write_bytes(hashlib.sha256(data).hexdigest().encode() + b"\n" + data)
+
+
+def test_a_forged_entry_never_writes_outside_dir(repo: Path, run: Run, tmp_path: Path) -> None:
+    assert run("-o", "out", "train.yaml")[0] == 0
+    (entry,) = entries()
+    escape = tmp_path / "escaped.txt"
+
+    def outside(body: dict[str, object]) -> None:
+        files = body["files"]
+        assert isinstance(files, dict)
+        files["../" * 8 + str(escape).lstrip("/")] = 0
+        files[str(escape)] = 0
+
+    _forge(entry, outside)
+    code, _, err, compiled = run("-o", "out", "train.yaml")
+    assert (code, compiled) == (2, False)
+    assert err.count("not a name elastic-compile writes") == 2
+    assert not escape.exists()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda body: body.update(texts=[]),  # an index out of range
+        lambda body: body["options"]["values"].pop("check"),
+        lambda body: body["options"]["values"].update(specs="train.yaml"),
+        lambda body: body.update(sources=[["spec", "train.yaml"]]),
+        lambda body: body.update(files=None),
+        lambda body: body.update(stderr=[1] * 300_000),
+    ],
+)
+def test_an_entry_of_another_shape_compiles_again(
+    repo: Path, run: Run, change: Callable[[dict[str, object]], None]
+) -> None:
+    first = run("-o", "out", "train.yaml")
+    (entry,) = entries()
+    _forge(entry, change)
+    assert run("-o", "out", "train.yaml") == (*first[:3], True)
+
+
+def test_a_deeply_nested_entry_compiles_again(repo: Path, run: Run) -> None:
+    import hashlib
+
+    first = run("train.yaml")
+    (entry,) = entries()
+    data = b"[" * 200_000 + b"]" * 200_000
+    entry.write_bytes(hashlib.sha256(data).hexdigest().encode() + b"\n" + data)
+    assert run("train.yaml") == (*first[:3], True)
+
+
+def test_a_link_in_the_package_and_a_removed_directory(
+    repo: Path, run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    package = tmp_path / "elastic_compile"
+    shutil.copytree(Path(cache.__file__).parents[1], package, ignore=shutil.ignore_patterns("__pycache__"))
+    (package / "compiler" / ".#cli.py").symlink_to("user@host.1234:1700000000")  # an editor's lock
+    monkeypatch.setattr(cache, "_PACKAGE", package)
+    assert run("train.yaml")[:1] == (0,) and not run("train.yaml")[3]
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    code, out, _, _ = run("--root", str(repo), str(repo / "train.yaml"))
+    assert code == 0 and "kind: PyTorchJob" in out
+
+
+def test_an_unusable_directory_is_named_once(
+    repo: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(real)
+    monkeypatch.setenv(cache.DIR_ENV, str(tmp_path / "link"))
+    monkeypatch.setattr(cache, "_refused", set())
+    err = run("train.yaml")[2]
+    assert err.count("is not used") == 1 and "symbolic link" in err
+    for home in ("", "relative/home"):
+        monkeypatch.delenv(cache.DIR_ENV)
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+        monkeypatch.setenv("HOME", home)
+        assert cache.directory() is None
+        monkeypatch.setenv(cache.DIR_ENV, "x")

@@ -9,8 +9,7 @@ later run reuses it only when everything the result depends on is the same:
 * the command line, word for word, and the current directory;
 * the compiler: the content of every file of the ``elastic_compile`` package, the installed
   versions of the libraries it compiles with, and Python's version;
-* the ``ELASTIC_COMPILE_*`` environment variables (a run with ``ELASTIC_COMPILE_CRDS`` set
-  reads CRD files and is never stored);
+* the ``ELASTIC_COMPILE_*`` environment variables;
 * the boundary (``--root`` or the working tree) and what the spec walk finds: the same
   specs and bases, the same notes;
 * every file the compile read, byte for byte: each spec is read again with the compiler's
@@ -18,26 +17,32 @@ later run reuses it only when everything the result depends on is the same:
   of it, after checking that its path still resolves to the same file.
 
 Anything else is a miss: the run compiles as if there were no cache, and stores its
-result when it succeeds. Only what a compile decides is stored (the stream, or the files
-of ``-o`` and the lint lines); writing into ``-o DIR`` and ``--check`` always run against
-the disk as it is now. Runs that fail, ``--explain``, ``--templates`` (templates are
-inputs we do not track) and standard input (``-``) are never stored.
+result when its compile succeeds. Only what a compile decides is stored (the stream, or the
+files of ``-o`` and the lint lines); writing into ``-o DIR`` and ``--check`` always run
+against the disk as it is now. Runs whose compile fails, ``--explain``, ``--templates``
+(templates are inputs we do not track), and specs that are not regular files (``-``, a
+pipe: reading them again would take what the compile must read) are never stored.
 
 The cache is a directory of the user's own: ``$ELASTIC_COMPILE_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/elastic-compile``, else ``~/.cache/elastic-compile``; ``--no-cache``
 or ``ELASTIC_COMPILE_CACHE_DIR=""`` turn it off. It is created with mode 0700 and used
 only while it is a directory (not a link) owned by the user that nobody else may read or
 write; entries are files of mode 0600, read without following links, bounded in size,
-checked against a digest of their own, and at most :data:`MAX_ENTRIES` are kept (the
-least recently used go first). This module imports nothing of the compiler.
+checked against a digest of their own and then against the shape we write (a stored result
+is data, never trusted as code or as a path: the writer checks every name it writes), and
+at most :data:`MAX_ENTRIES` of :data:`MAX_TOTAL_BYTES` together are kept (the least recently
+used go first; nothing but our own names is ever removed). This module imports nothing of
+the compiler.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 from collections.abc import Sequence
@@ -48,7 +53,7 @@ from typing import Any, Final
 
 from elastic_compile.compiler import inputs
 from elastic_compile.core import safefs
-from elastic_compile.core.errors import SpecError
+from elastic_compile.core.errors import SpecError, printable
 from elastic_compile.core.source import MAX_BYTES, read_input
 
 #: The environment variable naming the cache directory (empty: no cache).
@@ -61,11 +66,24 @@ MAX_ENTRY_BYTES: Final = 64 * 1024 * 1024
 _FORMAT: Final = 1
 #: The distributions whose code the compile runs (their installed versions key the cache).
 _LIBRARIES: Final = frozenset(
-    {"pydantic", "pydantic_core", "jinja2", "markupsafe", "pyyaml", "typing_extensions", "annotated_types"}
+    {
+        "pydantic",
+        "pydantic_core",
+        "jinja2",
+        "markupsafe",
+        "pyyaml",
+        "typing_extensions",
+        "annotated_types",
+        "typing_inspection",
+    }
 )
 #: Options whose inputs the cache cannot see: a run with one is never stored or reused.
 _UNTRACKED: Final = frozenset({"--templates", "--explain", "-h", "--help", "--version"})
 _SUFFIX: Final = ".json"
+#: An entry's name: its key (64 hex digits) and the suffix; nothing else in the directory is ours.
+_ENTRY_NAME: Final = re.compile(r"^(\.?)[0-9a-f]{64}\.json(\.[0-9]+\.[0-9a-f]{8})?$")
+#: All entries together, at most (each is also held to MAX_ENTRY_BYTES).
+MAX_TOTAL_BYTES: Final = 256 * 1024 * 1024
 #: The package's directory, whose files are the compiler.
 _PACKAGE: Final = Path(__file__).resolve().parent.parent
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
@@ -102,14 +120,16 @@ def directory() -> Path | None:
     if xdg and os.path.isabs(xdg):
         return Path(xdg) / "elastic-compile"
     try:
-        return Path.home() / ".cache" / "elastic-compile"
+        home = Path.home()
     except RuntimeError:  # no home directory to be found: no cache
         return None
+    # An empty or relative HOME would put the cache under / or the current directory.
+    return home / ".cache" / "elastic-compile" if home.is_absolute() and str(home) != "/" else None
 
 
 def applies(argv: Sequence[str]) -> bool:
     """Whether a run with ``argv`` may use the cache at all (before anything is parsed)."""
-    if "--no-cache" in argv or "-" in argv or os.environ.get("ELASTIC_COMPILE_CRDS"):
+    if "--no-cache" in argv or "-" in argv:
         return False
     return not any(word.split("=", 1)[0] in _UNTRACKED for word in argv)
 
@@ -131,6 +151,8 @@ def _package_digest() -> str:
             if name.endswith((".pyc", ".pyo")):
                 continue
             path = os.path.join(where, name)
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                continue  # an editor's lock file is a dangling link; links are not the compiler
             with open(path, "rb") as f:
                 data = f.read()
             digest.update(f"{os.path.relpath(path, package)}\0{len(data)}\0".encode())
@@ -179,9 +201,9 @@ def _digest(data: bytes) -> str:
 def _open_directory(path: Path, *, create: bool) -> int | None:
     """The cache directory, opened without following a link; None when it may not be used.
 
-    Another user's directory, or one others may read or write, is never used: an entry is
-    printed and written as our own output. Said once on stderr, since it needs the user's
-    attention; a cache that cannot be created (a read-only home in CI) is silently off.
+    Another user's directory, one others may read or write, or a link, is never used: an
+    entry is printed and written as our own output. Said once on stderr; a cache that cannot
+    be created (a read-only home in CI) is silently off.
     """
     if create:
         try:
@@ -193,18 +215,27 @@ def _open_directory(path: Path, *, create: bool) -> int | None:
             return None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC)
-    except OSError:
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            _refuse(path, "it is a symbolic link or not a directory; name the directory itself")
         return None
     info = os.fstat(fd)
     if info.st_uid != os.geteuid() or info.st_mode & 0o077:
         os.close(fd)
-        print(
-            f"elastic-compile: note: the cache {path} is not used: it must be a directory of yours that "
-            "nobody else may read or write (chmod 700 it), or set ELASTIC_COMPILE_CACHE_DIR",
-            file=sys.stderr,
-        )
+        _refuse(path, "it must be a directory of yours that nobody else may read or write (chmod 700 it)")
         return None
     return fd
+
+
+_refused: set[str] = set()
+
+
+def _refuse(path: Path, why: str) -> None:
+    """Say once per run why the cache directory is not used: it needs the user's attention."""
+    if str(path) not in _refused:
+        _refused.add(str(path))
+        shown = printable(str(path))
+        print(f"elastic-compile: note: the cache {shown} is not used: {why}, or set {DIR_ENV}", file=sys.stderr)
 
 
 def _read_entry(dir_fd: int, name: str) -> dict[str, Any] | None:
@@ -225,7 +256,7 @@ def _read_entry(dir_fd: int, name: str) -> dict[str, Any] | None:
         return None  # torn, truncated or edited: recompile
     try:
         entry = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return entry if isinstance(entry, dict) else None
 
@@ -249,16 +280,12 @@ class Store:
             return None
         try:
             entry = _read_entry(dir_fd, self.name)
-            if entry is None or entry.get("key") != self.key:
-                return None
-            hit = _check(entry)
+            hit = _check(entry) if entry is not None and entry.get("key") == self.key else None
             if hit is not None:
                 # Least recently used goes first when the cache is full.
                 with suppress(OSError):
                     os.utime(self.name, dir_fd=dir_fd, follow_symlinks=False)
             return hit
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return None  # an entry of another shape: recompile
         finally:
             os.close(dir_fd)
 
@@ -268,11 +295,18 @@ class Store:
         *,
         boundary: safefs.Boundary,
         found: inputs.Inputs,
-        sources: Sequence[tuple[str, str, str, bytes]],
+        sources: Sequence[Source],
         stderr: str,
         result: Result,
     ) -> None:
-        """Store a successful run; a cache that cannot be written is skipped, never an error."""
+        """Store a successful compile; a cache that cannot be written is skipped, never an error.
+
+        Nothing is stored when a spec was read from something other than a regular file (a
+        pipe, ``/dev/stdin``, ``<(...)``): checking it again would consume what the compile
+        then reads.
+        """
+        if not all(how != "spec" or _regular(path) for how, path, _, _ in sources):
+            return
         texts: dict[str, int] = {}
         files = None
         if result.files is not None:
@@ -290,7 +324,8 @@ class Store:
             "texts": list(texts),
             "read": result.read,
         }
-        body = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # ASCII: a path may hold any bytes, which Python keeps as lone surrogates.
+        body = json.dumps(entry, separators=(",", ":")).encode("ascii")
         if len(body) > MAX_ENTRY_BYTES:
             return
         dir_fd = _open_directory(self.path, create=True)
@@ -305,12 +340,30 @@ class Store:
             os.close(dir_fd)
 
 
+#: A file the compile read: ``("spec", path, "", bytes)`` read by path, ``("base", absolute,
+#: resolved, bytes)`` read inside the boundary, ``("path", absolute, resolved, b"")`` a path
+#: that led to a base already read (only where it leads is checked).
+Source = tuple[str, str, str, bytes]
+
+
 def open_store(argv: Sequence[str]) -> Store | None:
-    """The cache for this command line, or None when it does not apply or is off."""
+    """The cache for this command line, or None when it does not apply, is off, or cannot be keyed."""
     if not applies(argv):
         return None
     path = directory()
-    return Store(argv, path) if path is not None else None
+    if path is None:
+        return None
+    try:
+        return Store(argv, path)
+    except OSError:  # the current directory was removed, the package cannot be read: no cache
+        return None
+
+
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _write(dir_fd: int, name: str, data: bytes) -> None:
@@ -329,27 +382,32 @@ def _write(dir_fd: int, name: str, data: bytes) -> None:
 
 
 def _prune(dir_fd: int) -> None:
-    """Keep at most :data:`MAX_ENTRIES` entries: beyond it, the least recently used go."""
-    entries = []
+    """Keep at most :data:`MAX_ENTRIES` entries and :data:`MAX_TOTAL_BYTES`: the least recently used go.
+
+    Only names of ours are looked at (entries, and the temporary files of a run killed while
+    saving); anything else in the directory is left alone.
+    """
+    ours = []
     with os.scandir(dir_fd) as it:
         for item in it:
-            if item.name.endswith(_SUFFIX) and not item.name.startswith("."):
-                entries.append(item.name)
-                if len(entries) > 4 * MAX_ENTRIES:  # a hostile directory: look no further
+            if _ENTRY_NAME.match(item.name):
+                ours.append(item.name)
+                if len(ours) > 4 * MAX_ENTRIES:  # a hostile directory: look no further
                     break
-    if len(entries) <= MAX_ENTRIES:
-        return
     aged = []
-    for name in entries:
-        try:
-            aged.append((os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime_ns, name))
-        except OSError:
-            continue
-    for _, name in sorted(aged)[: len(aged) - MAX_ENTRIES * 3 // 4]:
-        try:
+    for name in ours:
+        with suppress(OSError):
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            aged.append((info.st_mtime_ns, name, info.st_size))
+    total = sum(size for _, _, size in aged)
+    if len(aged) <= MAX_ENTRIES and total <= MAX_TOTAL_BYTES:
+        return
+    aged.sort()
+    while aged and (len(aged) > MAX_ENTRIES * 3 // 4 or total > MAX_TOTAL_BYTES * 3 // 4):
+        _, name, size = aged.pop(0)
+        with suppress(OSError):
             os.unlink(name, dir_fd=dir_fd)
-        except OSError:
-            continue
+        total -= size
 
 
 # --------------------------------------------------------------------------- what holds
@@ -363,13 +421,6 @@ def _options_data(options: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _options(data: dict[str, Any]) -> argparse.Namespace:
-    values = dict(data["values"])
-    for name in data["paths"]:
-        values[name] = Path(values[name])
-    return argparse.Namespace(**values)
-
-
 def _found_data(found: inputs.Inputs) -> dict[str, Any]:
     return {
         "jobs": found.jobs,
@@ -380,23 +431,73 @@ def _found_data(found: inputs.Inputs) -> dict[str, Any]:
     }
 
 
-def _unchanged(how: str, path: str, real: str, digest: str, boundary: safefs.Boundary) -> bool:
-    """Whether the file read as ``how`` at ``path`` still holds the bytes with ``digest``."""
+def _unchanged(source: list[Any], boundary: safefs.Boundary) -> bool:
+    """Whether a file the compile read still holds the same bytes (see :data:`Source`)."""
+    how, path, real, digest = source
     try:
         if how == "spec":
-            data: bytes | None = read_input(path)[0]
-        else:
-            # A base: its path must still lead to the same file, read inside the boundary.
-            if os.path.realpath(path) != real:
-                return False
-            data = boundary.read(Path(real), MAX_BYTES)
-    except (SpecError, safefs.Refused, OSError):
+            # Only a regular file is read again: a pipe would lose what the compile must read.
+            return _regular(path) and _digest(read_input(path)[0]) == digest
+        # A base: the path must still lead to the same file, read inside the boundary.
+        if os.path.realpath(path) != real:
+            return False
+        if how == "path":
+            return True
+        data = boundary.read(Path(real), MAX_BYTES)
+    except (SpecError, safefs.Refused, OSError, ValueError):
         return False
     return data is not None and _digest(data) == digest
 
 
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _optional(value: Any, kind: type) -> bool:
+    return value is None or isinstance(value, kind)
+
+
+def _shaped(entry: dict[str, Any]) -> bool:
+    """Whether ``entry`` has the shape :meth:`Store.save` writes (it is checked, not trusted)."""
+    options, found = entry.get("options"), entry.get("found")
+    if not (isinstance(options, dict) and _strings(options.get("paths")) and isinstance(options.get("values"), dict)):
+        return False
+    values = options["values"]
+    if not (
+        _strings(values.get("specs"))
+        and all(k in values and isinstance(values[k], (str, type(None))) for k in _OPTIONS)
+    ):
+        return False
+    if not all(name in values and isinstance(values[name], str) for name in options["paths"]):
+        return False
+    if not (
+        isinstance(found, dict) and isinstance(entry.get("boundary"), str) and isinstance(entry.get("stderr"), str)
+    ):
+        return False
+    sources = entry.get("sources")
+    if not (isinstance(sources, list) and all(_strings(s) and len(s) == 4 for s in sources)):
+        return False
+    texts: list[str] = entry.get("texts") or []
+    files = entry.get("files")
+    if not (_strings(entry.get("texts")) and _optional(entry.get("text"), str) and _optional(files, dict)):
+        return False
+    if files is not None and not all(isinstance(i, int) and 0 <= i < len(texts) for i in files.values()):
+        return False
+    return (files is None) != (entry.get("text") is None) and (files is None or _strings(entry.get("read")))
+
+
+#: The options a replay reads besides ``specs``: each a string or None.
+_OPTIONS: Final = ("root", "output", "check")
+
+
 def _check(entry: dict[str, Any]) -> Hit | None:
-    options = _options(entry["options"])
+    if not _shaped(entry):
+        return None  # another version's entry, or not ours: recompile
+    data = entry["options"]
+    values = dict(data["values"])
+    for name in data["paths"]:
+        values[name] = Path(values[name])
+    options = argparse.Namespace(**values)
     root = options.root if isinstance(options.root, Path) else None
     boundary = safefs.Boundary(root if root is not None else safefs.work_tree())
     if str(boundary.root) != entry["boundary"]:
@@ -404,15 +505,23 @@ def _check(entry: dict[str, Any]) -> Hit | None:
     found = inputs.collect(options.specs, boundary.root)
     if _found_data(found) != entry["found"]:
         return None
-    for how, path, real, digest in entry["sources"]:
-        if not _unchanged(how, path, real, digest, boundary):
-            return None
+    if not all(_unchanged(source, boundary) for source in entry["sources"]):
+        return None
     texts = entry["texts"]
     files = None if entry["files"] is None else {rel: texts[index] for rel, index in entry["files"].items()}
-    result = Result(entry["text"], files, entry["read"])
-    if (result.text is None) == (files is None):
-        return None
-    return Hit(options, boundary, found, entry["stderr"], result)
+    return Hit(options, boundary, found, entry["stderr"], Result(entry["text"], files, entry["read"]))
 
 
-__all__ = ["DIR_ENV", "MAX_ENTRIES", "MAX_ENTRY_BYTES", "Hit", "Result", "Store", "applies", "directory", "open_store"]
+__all__ = [
+    "DIR_ENV",
+    "MAX_ENTRIES",
+    "MAX_ENTRY_BYTES",
+    "MAX_TOTAL_BYTES",
+    "Hit",
+    "Result",
+    "Source",
+    "Store",
+    "applies",
+    "directory",
+    "open_store",
+]

@@ -74,14 +74,25 @@ class _Plan:
         return f"{self.shown.rstrip('/')}/{rel}"
 
 
+def _writable(rel: str) -> bool:
+    """Whether ``rel`` is a name we write below DIR: relative, plain, no ``..``, nothing hidden."""
+    path = PurePosixPath(rel)
+    return (
+        bool(rel)
+        and not path.is_absolute()
+        and str(path) == rel
+        and "\0" not in rel
+        and not any(part.startswith(".") for part in path.parts)
+    )
+
+
 def _entries_of_manifest(text: bytes, plan: _Plan) -> set[str]:
     owned = set()
     for raw in text.decode("utf-8", errors="replace").splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        path = PurePosixPath(line)
-        if path.is_absolute() or ".." in path.parts or str(path) != line or line.startswith("."):
+        if not _writable(line):
             # We never write such an entry: someone edited the manifest.
             plan.problems.append(
                 f"{plan.at(MANIFEST)}: {line!r} is not a file elastic-compile writes; fix or delete it"
@@ -167,6 +178,13 @@ def _survey(dir_fd: int | None, plan: _Plan, files: dict[str, bytes]) -> None:
 def _plan(target: Path, files: dict[str, str], boundary: safefs.Boundary, specs: Sequence[str]) -> _Plan:
     shown = str(target)
     plan = _Plan(shown)
+    # Names come from the spec's namespace and name (DNS labels), or from a stored result:
+    # checked here, where a wrong one would write outside DIR.
+    plan.problems += [
+        f"{plan.at(rel)}: not a name elastic-compile writes; not written" for rel in files if not _writable(rel)
+    ]
+    if plan.problems:
+        return plan
     data = {rel: text.encode("utf-8") for rel, text in files.items()}
     data[MANIFEST] = manifest_text(list(files)).encode("utf-8")
     real = Path(os.path.realpath(target))

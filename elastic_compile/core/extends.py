@@ -94,9 +94,15 @@ class Resolver:
         self.rules, self.check = rules, check
         self._bases: dict[str, _Base] = {}
         #: When a list, every file read is added to it: ``("spec", path, "", bytes)`` for a spec
-        #: named, ``("base", absolute path, resolved path, bytes)`` for a base (the result cache
-        #: keys a run on them).
+        #: named, ``("base", absolute path, resolved path, bytes)`` for a base, and ``("path",
+        #: absolute path, resolved path, b"")`` for each other way to a base already read (the
+        #: result cache keys a run on them).
         self.sources: list[tuple[str, str, str, bytes]] | None = None
+
+    def _led(self, path: str, real: str) -> None:
+        """``path`` led to the base at ``real``, already read (another spec's way to the same file)."""
+        if self.sources is not None:
+            self.sources.append(("path", path, real, b""))
 
     def _named(self, path: str | Path) -> Loaded:
         raw, file = read_input(path)
@@ -125,7 +131,9 @@ class Resolver:
         """Every problem of the base file at ``path`` on its own: its chain's, and its values as a fragment."""
         real = os.path.realpath(path)
         base = self._bases.get(real)
-        if base is None:
+        if base is not None:
+            self._led(os.path.abspath(path), real)
+        else:
             try:
                 loaded = self._named(path)
             except SpecError as e:
@@ -152,6 +160,8 @@ class Resolver:
         base = self._bases.get(real)
         if base is None:
             base = self._bases[real] = self._read(real, (*stack, (real, shown)), absolute)
+        else:
+            self._led(absolute, real)
         if base.unreadable is not None:
             raise SpecError([self._at(loaded, base.unreadable)])
         if base.loaded is None:
