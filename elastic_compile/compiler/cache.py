@@ -368,16 +368,7 @@ def _regular(path: str) -> bool:
 
 def _write(dir_fd: int, name: str, data: bytes) -> None:
     temp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=dir_fd)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    except BaseException:
-        os.close(fd)
-        os.unlink(temp, dir_fd=dir_fd)
-        raise
-    os.close(fd)
+    safefs.create(dir_fd, temp, data, 0o600)
     os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 

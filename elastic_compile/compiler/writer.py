@@ -223,18 +223,8 @@ def _write_new(parent: int, name: str, data: bytes) -> str:
 
     Not yet on disk: :func:`_sync` makes the staged files durable before any is renamed.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     temp = _temp_name(name, "new")
-    fd = os.open(temp, flags, 0o666, dir_fd=parent)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    except BaseException:
-        os.close(fd)
-        os.unlink(temp, dir_fd=parent)
-        raise
-    os.close(fd)
+    safefs.create(parent, temp, data, 0o666)
     return temp
 
 

@@ -206,6 +206,24 @@ def read_regular(parent: int, name: str, shown: str, limit: int = MAX_READ) -> b
         os.close(fd)
 
 
+def create(parent: int, name: str, data: bytes, mode: int) -> None:
+    """A new file ``name`` holding ``data`` (``mode`` minus the umask); never an existing one, never a link.
+
+    On any failure the file is removed again: nothing half-written is left behind.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(name, flags, mode, dir_fd=parent)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        os.unlink(name, dir_fd=parent)
+        raise
+    os.close(fd)
+
+
 def entries(parent: int, limit: int) -> list[str]:
     """Names in an open directory, sorted; at most ``limit`` (a directory may be hostile and huge)."""
     names = []
