@@ -31,7 +31,7 @@ Run = Callable[..., tuple[int, str, str, bool]]
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A working tree holding the many-jobs specs and their bases; the current directory."""
-    monkeypatch.delenv(crdcheck.CRDS_ENV, raising=False)  # a run with it set is never stored
+    monkeypatch.delenv(crdcheck.CRDS_ENV, raising=False)  # in the key: the same run with and without it
     root = tmp_path / "repo"
     (root / ".git").mkdir(parents=True)
     shutil.copytree(MANY / "teams", root / "teams")
@@ -480,3 +480,58 @@ def test_an_unusable_directory_is_named_once(
         monkeypatch.setenv("HOME", home)
         assert cache.directory() is None
         monkeypatch.setenv(cache.DIR_ENV, "x")
+
+
+def test_a_base_named_through_a_relinked_directory_before_another_extends_it(repo: Path, run: Run) -> None:
+    (repo / "bases" / "v1").mkdir(parents=True)
+    (repo / "bases" / "v2").mkdir()
+    (repo / "legacy").mkdir()
+    (repo / "bases" / "v1" / "_p.elastic.yaml").write_text("image: img:1\n")
+    (repo / "current").symlink_to("bases/v1")
+    (repo / "legacy" / "_legacy.elastic.yaml").write_text("extends: ../bases/v1/_p.elastic.yaml\nmax_restarts: 2\n")
+    (repo / "job.elastic.yaml").write_text("name: job\nimage: img:1\ncommand: [python, t.py]\n")
+    assert run("job.elastic.yaml", "current", "legacy")[0] == 0
+    shutil.copy(repo / "bases" / "v1" / "_p.elastic.yaml", repo / "bases" / "v2")
+    (repo / "current").unlink()
+    (repo / "current").symlink_to("bases/v2")
+    (repo / "bases" / "v1" / "_p.elastic.yaml").write_text("image: img:1\nshared_memory: lots\n")
+    code, _, err, compiled = run("job.elastic.yaml", "current", "legacy")
+    assert (code, compiled) == (2, True)
+    assert "bases/v1/_p.elastic.yaml:2:16: shared_memory" in err
+
+
+def _package_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    package = tmp_path / "elastic_compile"
+    shutil.copytree(Path(cache.__file__).parents[1], package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "_PACKAGE", package)
+    return package
+
+
+def test_the_package_is_read_as_python_imports_it(
+    repo: Path, run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    package = _package_copy(tmp_path, monkeypatch)
+    # An install that links each file (Bazel's runfiles), and a file name of any bytes.
+    real = tmp_path / "output_real.py"
+    (package / "compiler" / "output.py").rename(real)
+    (package / "compiler" / "output.py").symlink_to(real)
+    (package / "templates" / os.fsdecode(b"notes\xff.txt")).write_text("")
+    assert run("train.yaml")[3] and not run("train.yaml")[3]
+    real.write_text(real.read_text() + "\n")
+    assert run("train.yaml")[3]
+
+
+def test_a_compiler_changed_during_the_run_is_not_stored(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    package = _package_copy(tmp_path, monkeypatch)
+    real = cli._compile
+
+    def checkout_meanwhile(*args: object, **kwargs: object) -> int:
+        (package / "compiler" / "output.py").write_text("# another version\n")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli, "_compile", checkout_meanwhile)
+    assert cli.main(["train.yaml"]) == 0
+    assert entries() == []
+    capsys.readouterr()

@@ -145,23 +145,35 @@ def _package_digest() -> str:
     """
     package = _PACKAGE
     digest = hashlib.sha256()
-    for where, dirs, files in os.walk(package):
+    seen = set()
+    # Links are followed as the import system follows them (an install may link every file),
+    # each directory once; a dangling link (an editor's lock file) is nothing imported.
+    for where, dirs, files in os.walk(package, followlinks=True):
+        real = os.path.realpath(where)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):
             if name.endswith((".pyc", ".pyo")):
                 continue
             path = os.path.join(where, name)
-            if not stat.S_ISREG(os.lstat(path).st_mode):
-                continue  # an editor's lock file is a dangling link; links are not the compiler
-            with open(path, "rb") as f:
-                data = f.read()
-            digest.update(f"{os.path.relpath(path, package)}\0{len(data)}\0".encode())
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                continue
+            digest.update(os.fsencode(os.path.relpath(path, package)) + f"\0{len(data)}\0".encode())
             digest.update(data)
     return digest.hexdigest()
 
 
 def _libraries() -> list[str]:
-    """The ``*.dist-info`` names (name and version) of :data:`_LIBRARIES` and of us, on ``sys.path``."""
+    """The ``*.dist-info`` and ``*.egg-info`` names (name and version) of :data:`_LIBRARIES` and of us, on ``sys.path``.
+
+    A library run from a source tree on ``PYTHONPATH`` has neither, and is not in the key.
+    """
     found = []
     for entry in dict.fromkeys(sys.path):
         if not entry or not os.path.isdir(entry):
@@ -171,18 +183,18 @@ def _libraries() -> list[str]:
         except OSError:
             continue
         for name in names:
-            if name.endswith(".dist-info"):
-                project = name[: -len(".dist-info")].rsplit("-", 1)[0].lower().replace("-", "_").replace(".", "_")
+            if name.endswith((".dist-info", ".egg-info")):
+                project = name.split("-", 1)[0].lower().replace(".", "_")
                 if project in _LIBRARIES or project == "elastic_compile":
                     found.append(f"{entry}/{name}")
     return sorted(found)
 
 
-def _key(argv: Sequence[str]) -> str:
+def _key(argv: Sequence[str], package: str) -> str:
     material = {
         "format": _FORMAT,
         "python": sys.version,
-        "package": _package_digest(),
+        "package": package,
         "libraries": _libraries(),
         "cwd": os.getcwd(),
         "argv": list(argv),
@@ -270,7 +282,8 @@ class Store:
     def __init__(self, argv: Sequence[str], path: Path) -> None:
         """``argv``: the command line after the program's name; ``path``: the cache directory."""
         self.argv, self.path = list(argv), path
-        self.key = _key(argv)
+        self.package = _package_digest()
+        self.key = _key(argv, self.package)
         self.name = self.key + _SUFFIX
 
     def lookup(self) -> Hit | None:
@@ -306,6 +319,11 @@ class Store:
         then reads.
         """
         if not all(how != "spec" or _regular(path) for how, path, _, _ in sources):
+            return
+        try:
+            if _package_digest() != self.package:
+                return  # the compiler changed during the run (a checkout, an install): which one compiled?
+        except (OSError, ValueError):
             return
         texts: dict[str, int] = {}
         files = None
@@ -355,7 +373,7 @@ def open_store(argv: Sequence[str]) -> Store | None:
         return None
     try:
         return Store(argv, path)
-    except OSError:  # the current directory was removed, the package cannot be read: no cache
+    except (OSError, ValueError):  # the current directory was removed, the package cannot be read: no cache
         return None
 
 

@@ -131,9 +131,9 @@ class Resolver:
         """Every problem of the base file at ``path`` on its own: its chain's, and its values as a fragment."""
         real = os.path.realpath(path)
         base = self._bases.get(real)
-        if base is not None:
-            self._led(os.path.abspath(path), real)
-        else:
+        # Other specs' bases find this one by ``real``: the path named must still lead there.
+        self._led(os.path.abspath(path), real)
+        if base is None:
             try:
                 loaded = self._named(path)
             except SpecError as e:
