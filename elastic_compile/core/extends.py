@@ -100,7 +100,7 @@ class Resolver:
         self.sources: list[tuple[str, str, str, bytes]] | None = None
 
     def _led(self, path: str, real: str) -> None:
-        """``path`` led to the base at ``real``, already read (another spec's way to the same file)."""
+        """``path`` led to the file at ``real`` (read by another way, or kept by it)."""
         if self.sources is not None:
             self.sources.append(("path", path, real, b""))
 
@@ -121,8 +121,10 @@ class Resolver:
         if str(path) == "-":
             refuse(loaded)
             return loaded, []
+        real = os.path.realpath(path)
+        self._led(os.path.abspath(path), real)  # the chain's cycles are found by resolved paths
         try:
-            merged, problems, _ = self._extend(loaded, ((os.path.realpath(path), str(path)),))
+            merged, problems, _ = self._extend(loaded, ((real, str(path)),))
         except _TooDeep as e:
             raise SpecError([self._at(loaded, str(e))]) from e
         return merged, _dedupe(problems)
