@@ -436,3 +436,176 @@ def test_the_fast_path_counts_what_the_builder_counts(text: str) -> None:
         slow = loader.load_text(text, "s.yaml")
     assert fast.data == slow.data
     assert fast.expanded == slow.expanded != (0, 0)
+
+
+# --------------------------------------------------------------------------- simple specs, read line by line
+
+
+def _typed(data: Any) -> Any:
+    """``data`` with every scalar's type and source text, so that 1e-4 read as a string or a float differ."""
+    if isinstance(data, dict):
+        return ("map", [(k, _typed(v)) for k, v in data.items()])
+    if isinstance(data, list):
+        return ("seq", [_typed(v) for v in data])
+    return (type(data).__name__, repr(data), getattr(data, "text", None))
+
+
+def _loaded_both(text: str) -> tuple[Any, Any]:
+    def outcome() -> Any:
+        try:
+            loaded = loader.load_text(text, "f.yaml")
+        except SpecError as e:
+            return [str(p) for p in e.problems]
+        return _typed(loaded.data), loaded.expanded, _tree(loaded.root)
+
+    fast = outcome()
+    with loader.pure_python():
+        return fast, outcome()
+
+
+# The form the line reader takes, and the near misses it must leave to the parsers.
+LINE_SNIPPETS = [
+    "name: x\nimage: ghcr.io/a/b:1.0-c\ncommand: [python, -m, a.b, --lr, 1e-4, 0x1F, 0o17, 0755, .inf, -1, +2]\n",
+    "a: {cpu: 64, memory: 480Gi, nvidia.com/gpu: 8}\nb: {}\nc: []\nd: [ ]\ne: { }\n",
+    "# head\n\na: 1 # one\n  # indented comment\nb:   [x , y]   # c\nc: true\nd: null\ne: False\nf: 1:30\ng: on\n",
+    "a:\n  b:\n    c: 1\n  d: 2\ne: 3\n",
+    "a:\n    b: 1\n    c:\n      d: 2\n",
+    "a: b#c\n",
+    "a: b #c\n",
+    "a:# b\n",
+    "a: # empty, then a block mapping\n  b: 1\n",
+    "a:\nb: 1\n",
+    "a:\n",
+    "a: -\n",
+    "a: -x\n",
+    "a: x:\n",
+    "a: x:y\n",
+    "a: {b:c}\n",
+    "a: {b: c:d}\n",
+    "a: [b, c:d]\n",
+    "a: [b,]\n",
+    "a: [b,, c]\n",
+    "a: [b, [c]]\n",
+    "a: {b: 1, b: 2}\n",
+    "a: 1\na: 2\n",
+    "true: 1\n",
+    "1: a\n",
+    "null: a\n",
+    "a: {1: b}\n",
+    "a: {true: b}\n",
+    "a:\n  b: 1\n c: 2\n",
+    "a: 1\n  b: 2\n",
+    "a: b\n  c\n",
+    "  a: 1\n",
+    "a: ...\nb: ---\nc: [..., ---]\n",
+    "---\na: 1\n",
+    "a: 1\n...\n",
+    "a: ~\n",
+    "a: 'x'\nb: \"y\"\n",
+    "a: x y\n",
+    "a: @x\n",
+    "a: x@y=z\n",
+    "a: =\n",
+    "a: =x\n",
+    "a: 9" + "9" * 100 + "\n",
+    "a: [9" + "9" * 100 + "]\n",
+    "a-b.c/d: 1\nA_B: 2\n_c: 3\n",
+    "- a\n",
+    "a:\n- b\n",
+    "a: é\n",
+    "a: [b, c]\r\n",
+    "# only a comment\n",
+    # Line breaks of YAML 1.1 other than LF, in a comment too (found by bench/fuzz_spec.py).
+    "# a\x85b: 1\nc: 2\n",
+    "# a\u2028b: 1\nc: 2\n",
+    "# a\rb: 1\nc: 2\n",
+    "a: 1 # \u2029b: 2\n",
+]
+
+
+@pytest.mark.parametrize("text", LINE_SNIPPETS)
+def test_line_reader_reads_what_pyyaml_reads(text: str) -> None:
+    fast, slow = _loaded_both(text)
+    assert fast == slow
+
+
+# Words and keys of the form, and near misses the reader must leave to the parsers.
+_GOOD_WORDS = ["a", "x1", "-m", "--lr", "1e-4", "0x1F", "0755", "1:30", ".inf", "true", "Null", "ghcr.io/a:1", "480Gi",
+               "nvidia.com/gpu", "-1", "+2", "...", "a:b"]  # fmt: skip
+_BAD_WORDS = ["~", "-", "b:", "@x", "=", "x#y", "", "'q'", "a b", "9" * 101, "é", "<<", "a,", "[", "}"]
+_GOOD_KEYS = ["a", "name", "x.y/z", "k-", "_k", "B2"]
+_BAD_KEYS = ["1", "true", "a b", "<<", "-k", "a:", ""]
+_SPACES = st.sampled_from(["", " ", "  "])
+
+
+@st.composite
+def _line_specs(draw: st.DrawFn) -> str:
+    """A spec of the line reader's form; one time in two, one word, key or line of it turned into a near miss."""
+    good_word, good_key = st.sampled_from(_GOOD_WORDS), st.sampled_from(_GOOD_KEYS)
+    lines: list[str] = []
+    indent = 0
+    for i in range(draw(st.integers(1, 8))):
+        key, kind = f"{draw(good_key)}{i}", draw(st.sampled_from(["word", "list", "map", "nest", "other"]))
+        pad = " " * indent
+        if kind == "word":
+            lines.append(f"{pad}{key}:{draw(_SPACES)} {draw(good_word)}{draw(st.sampled_from(['', '  ', ' # c']))}")
+        elif kind == "list":
+            words = draw(st.lists(good_word, max_size=4))
+            lines.append(f"{pad}{key}: [{draw(_SPACES)}{(',' + draw(_SPACES)).join(words)}{draw(_SPACES)}]")
+        elif kind == "map":
+            entries = [f"{draw(good_key)}{j}: {draw(_SPACES)}{draw(good_word)}" for j in range(draw(st.integers(0, 3)))]
+            lines.append(f"{pad}{key}: {{{draw(_SPACES)}{', '.join(entries)}}}")
+        elif kind == "nest":
+            lines.append(f"{pad}{key}:{draw(st.sampled_from(['', ' ', ' # c']))}")
+            indent += draw(st.sampled_from([1, 2, 4]))
+            lines.append(f"{' ' * indent}{draw(good_key)}: {draw(good_word)}")
+        else:
+            lines.append(draw(st.sampled_from([" " * draw(st.integers(0, 6)) + "# note", "", "   "])))
+            indent = draw(st.sampled_from([0, indent]))
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(lines) - 1))
+        line = lines[at]
+        mutation = draw(st.sampled_from(["word", "key", "suffix", "indent", "line", "duplicate"]))
+        if mutation == "word":
+            found = [w for w in _GOOD_WORDS if w in line]
+            if found:
+                line = line.replace(draw(st.sampled_from(found)), draw(st.sampled_from(_BAD_WORDS)), 1)
+        elif mutation == "key":
+            line = line.replace(line.strip(" ").partition(":")[0], draw(st.sampled_from(_BAD_KEYS)), 1)
+        elif mutation == "suffix":
+            line += draw(st.sampled_from(["#c", ",", ":", " x", "]", ":x"]))
+        elif mutation == "indent":
+            line = " " * draw(st.integers(1, 3)) + line
+        elif mutation == "line":
+            line = draw(st.sampled_from(["- a", "---", "...", "%YAML 1.2", "a", "  b", "? a", "a: |", "a: &x 1"]))
+        else:
+            lines.insert(at, line)
+        lines[at] = line
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=400, deadline=None)
+@given(_line_specs())
+def test_line_reader_agrees_with_pyyaml(text: str) -> None:
+    """Texts built from the line reader's form and its near misses: the data, its size and the tree agree."""
+    fast, slow = _loaded_both(text)
+    assert fast == slow
+
+
+@needs_libyaml
+@pytest.mark.parametrize("path", sorted((REPO / "examples").glob("*2x8-gpu.yaml")), ids=lambda p: p.name)
+def test_examples_take_the_line_reader(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The examples (what the benchmark compiles) are read line by line, not through a parser's events."""
+    read: list[Any] = []
+    real = loader._block_lines
+
+    def spy(*args: Any) -> Any:
+        read.append(real(*args))
+        return read[-1]
+
+    monkeypatch.setattr(loader, "_block_lines", spy)
+    loaded = loader.load_text(path.read_bytes(), path.name)
+    monkeypatch.undo()
+    assert [data for data, _size in read] == [loaded.data]
+    fast, slow = _loaded_both(path.read_text(encoding="utf-8"))
+    assert fast == slow

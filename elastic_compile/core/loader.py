@@ -650,7 +650,10 @@ def load_text(
         text = raw
     if _libyaml_reads(text):
         with suppress(_Unusual, yaml.YAMLError, UnicodeEncodeError):
-            data, expanded = _event_data(text, max_depth, max_values, max_chars, source=True)
+            try:
+                data, expanded = _block_lines(text, max_depth, max_values, max_chars)
+            except _Unusual:
+                data, expanded = _event_data(text, max_depth, max_values, max_chars, source=True)
             return Loaded(file, data, partial(_root, text, max_depth, max_values, max_chars), expanded=expanded)
     try:
         root = _single_node(text, max_depth, max_values, max_chars)
@@ -825,7 +828,6 @@ def _event_data(
     if len(text) > max_chars:
         raise _Unusual
     get: Callable[[], Any] = _CParser(text).get_event
-    resolve = _RESOLVER.resolve
     get()  # the stream's start
     if type(get()) is not DocumentStartEvent:
         raise _Unusual
@@ -849,23 +851,8 @@ def _event_data(
                 continue
             value = event.value
             chars += len(value)
-            implicit = event.implicit
             # Quoted and block scalars are strings; a plain one's tag is remembered by text.
-            tag = _resolved.get(value) or resolve(ScalarNode, value, implicit) if implicit[0] else _STR
-            if tag == _STR:
-                item = value
-            elif tag == _INT and len(value) <= _MAX_NUMBER_CHARS:
-                number = int(value, 0) if value[:2] in ("0o", "0x") else int(value, 10)
-                item = SourceInt(number, value) if source else number
-            elif tag == _NULL:
-                item = None
-            elif tag == _BOOL:
-                item = value.lower() == "true"
-            elif tag == _FLOAT:
-                real = float(re.sub(r"\.(?=(?:inf|Inf|INF|nan|NaN|NAN)$)", "", value))
-                item = SourceFloat(real, value) if source else real
-            else:  # a merge key, a number too long
-                raise _Unusual
+            item = _plain_scalar(value, source) if event.implicit[0] else value
         else:  # an alias
             raise _Unusual
         if not stack:  # the root: the document and the stream end here
@@ -884,6 +871,142 @@ def _event_data(
         else:
             container[top[1]] = item
             top[1] = None
+
+
+def _plain_scalar(value: str, source: bool) -> Any:
+    """The value of a plain scalar (YAML 1.2 core, see ``_Resolver``), as the builder makes it.
+
+    Numbers carry their source text when ``source`` (user specs). A merge key or a number
+    longer than any reader takes raises ``_Unusual``: the composer and builder read those.
+    """
+    tag = _resolved.get(value) or _RESOLVER.resolve(ScalarNode, value, _PLAIN)
+    if tag == _STR:
+        return value
+    if tag == _INT and len(value) <= _MAX_NUMBER_CHARS:
+        number = int(value, 0) if value[:2] in ("0o", "0x") else int(value, 10)
+        return SourceInt(number, value) if source else number
+    if tag == _NULL:
+        return None
+    if tag == _BOOL:
+        return value.lower() == "true"
+    if tag == _FLOAT:
+        real = float(_SPECIAL_FLOAT_DOT.sub("", value))
+        return SourceFloat(real, value) if source else real
+    raise _Unusual  # a merge key, a number too long
+
+
+_PLAIN = (True, False)  # a plain scalar's ``implicit``, as the parsers give it
+_SPECIAL_FLOAT_DOT = re.compile(r"\.(?=(?:inf|Inf|INF|nan|NaN|NAN)$)")
+
+# ---------------------------------------------------------------- the simplest specs, line by line
+#
+# Most specs are a block mapping of plain keys whose values are plain words, one-line
+# flow lists of words or one-line flow mappings of words, and nested block mappings of
+# the same, with comments and blank lines. :func:`_block_lines` reads exactly that form,
+# a line at a time, without a parser's events; any other line (a block list, a quoted or
+# multi-line scalar, a word with a space or a character outside the narrow alphabets
+# below, an anchor, a key left empty) raises ``_Unusual`` and the text goes to the
+# parsers. The words are resolved by the same YAML 1.2 core rules (``_plain_scalar``); the
+# differential tests and the fuzzer compare the result with PyYAML's pure-Python parser.
+
+# Printable ASCII and line feeds are all a text of this form holds.
+_NOT_PRINTABLE_ASCII = re.compile("[^\n\x20-\x7e]")
+# A block mapping entry: indentation, a key (no indicator first), ":", and the rest.
+_ENTRY = re.compile(r"( *)([A-Za-z0-9_][A-Za-z0-9_./-]*):( .*)?")
+# A plain word in block context: ASCII, no space, no indicator first ("-" only before a
+# word character), no ":" last (it would make the word a key).
+_BLOCK_WORD = re.compile(r"(?:[A-Za-z0-9_./+]|-(?=[A-Za-z0-9_./+=@-]))(?:[A-Za-z0-9_./+=@:-]*[A-Za-z0-9_./+=@-])?")
+# A plain word inside a flow collection: the same without ":" at all.
+_FLOW_WORD = re.compile(r"(?:[A-Za-z0-9_./+]|-(?=[A-Za-z0-9_./+=@-]))[A-Za-z0-9_./+=@-]*")
+# A flow mapping's entry: a word, ":", at least one space, a word.
+_FLOW_ENTRY = re.compile(r" *([A-Za-z0-9_./+][A-Za-z0-9_./+=@-]*): +(" + _FLOW_WORD.pattern + ") *")
+
+
+def _block_lines(text: str, max_depth: int, max_values: int, max_chars: int) -> tuple[Any, tuple[int, int]]:
+    """The data of a spec in the simplest block form (see above), read line by line, and its size.
+
+    The size is ``Loaded.expanded`` as ``_event_data`` counts it. Numbers carry their
+    source text. Anything outside the form raises ``_Unusual``.
+    """
+    if len(text) > max_chars or max_depth < 3 or not text.endswith("\n") or _NOT_PRINTABLE_ASCII.search(text):
+        raise _Unusual  # other line breaks (CR, NEL, LS, PS), also in a comment, go to the parsers
+    root: dict[str, Any] = {}
+    stack: list[tuple[int, dict[str, Any]]] = [(0, root)]  # the open block mappings and their indentation
+    waiting: str | None = None  # a key whose block mapping starts on the next line
+    values = 1  # the root mapping (keys are not counted, as in Loaded.expanded)
+    keys = chars = 0
+    for line in text.split("\n"):
+        body = line.lstrip(" ")
+        if not body or body[0] == "#":
+            continue  # a blank line or a comment
+        match = _ENTRY.fullmatch(line)
+        if match is None:
+            raise _Unusual
+        indent, key, rest = len(match[1]), match[2], match[3] or ""
+        if waiting is not None:  # the first key of a nested mapping: deeper than its parent
+            if indent <= stack[-1][0] or len(stack) >= max_depth - 2:
+                raise _Unusual  # a key left empty (null), or deep: the parsers say
+            nested: dict[str, Any] = {}
+            stack[-1][1][waiting] = nested
+            stack.append((indent, nested))
+            waiting = None
+        else:
+            while indent < stack[-1][0]:  # the root's indentation is 0: never popped
+                stack.pop()
+            if indent != stack[-1][0]:
+                raise _Unusual
+        mapping = stack[-1][1]
+        if key in mapping or _plain_scalar(key, False) is not key:
+            raise _Unusual  # a duplicate, or a key that is not a string (true:, 1:)
+        keys += 1
+        chars += len(key)
+        value, hash_sign, _ = rest.partition("#")
+        if hash_sign and value[-1] != " ":
+            raise _Unusual  # "#" inside a word
+        value = value.strip(" ")
+        values += 1
+        if not value:
+            waiting = key
+            continue
+        first = value[0]
+        if first == "[" and value[-1] == "]":
+            inner = value[1:-1]
+            words = inner.split(",") if inner.strip(" ") else []
+            items = []
+            for spaced in words:
+                word = spaced.strip(" ")
+                if _FLOW_WORD.fullmatch(word) is None:
+                    raise _Unusual
+                chars += len(word)
+                items.append(_plain_scalar(word, True))
+            values += len(items)
+            mapping[key] = items
+        elif first == "{" and value[-1] == "}":
+            inner = value[1:-1]
+            entries = inner.split(",") if inner.strip(" ") else []
+            flow: dict[str, Any] = {}
+            for entry in entries:
+                pair = _FLOW_ENTRY.fullmatch(entry)
+                if pair is None:
+                    raise _Unusual
+                name, word = pair[1], pair[2]
+                if name in flow or _plain_scalar(name, False) is not name:
+                    raise _Unusual
+                chars += len(name) + len(word)
+                flow[name] = _plain_scalar(word, True)
+            values += len(flow)
+            keys += len(flow)
+            mapping[key] = flow
+        elif _BLOCK_WORD.fullmatch(value) is not None:
+            chars += len(value)
+            mapping[key] = _plain_scalar(value, True)
+        else:
+            raise _Unusual
+        if values + keys > max_values:  # what _event_data counts against the bound
+            raise _Unusual
+    if waiting is not None or not root:
+        raise _Unusual
+    return root, (values, chars)
 
 
 def _all_nodes(composer: _Composer) -> list[Node]:
