@@ -609,3 +609,20 @@ def test_examples_take_the_line_reader(path: Path, monkeypatch: pytest.MonkeyPat
     assert [data for data, _size in read] == [loaded.data]
     fast, slow = _loaded_both(path.read_text(encoding="utf-8"))
     assert fast == slow
+
+
+def test_the_emitters_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scalars and keys the fast emitter remembers stop at its bound; what it writes past it does not change."""
+    saved = (dict(emit._values), dict(emit._keys), dict(emit._lines))
+    monkeypatch.setattr(emit, "_CACHE_SIZE", 10)
+    try:
+        for cache in (emit._values, emit._keys, emit._lines):
+            cache.clear()
+        docs = [{f"key{i}": [f"word{i}", {f"k{i}": f"v{i}"}] for i in range(40)}]
+        assert emit.to_yaml(docs) == emit.reference_yaml(docs)
+        assert emit.to_yaml(docs) == emit.reference_yaml(docs)  # remembered and not
+        assert (len(emit._values), len(emit._keys), len(emit._lines)) == (10, 10, 10)
+    finally:
+        for cache, old in zip((emit._values, emit._keys, emit._lines), saved, strict=True):
+            cache.clear()
+            cache.update(old)

@@ -144,6 +144,8 @@ _SIMPLE_KEY_CHARS = 122
 _CACHE_SIZE = 50_000  # distinct scalars remembered (a batch of specs repeats most of them)
 _values: dict[str, tuple[str, tuple[str, ...] | None, bool]] = {}
 _keys: dict[str, str] = {}
+# The commonest case whole: a string written on its key's (or dash's) line, as " text\n".
+_lines: dict[str, str] = {}
 
 
 def _resolves_to_str(text: str) -> bool:
@@ -180,21 +182,24 @@ def _value(data: str) -> tuple[str, tuple[str, ...] | None, bool]:
         found = _scalar_value(data)
         if len(_values) < _CACHE_SIZE:
             _values[data] = found
+            if found[1] is None and not found[2] and len(_lines) < _CACHE_SIZE:
+                _lines[data] = f" {found[0]}\n"
     return found
 
 
 def _key(key: Any) -> str:
+    """``key:`` as PyYAML writes it (a simple key), its colon included."""
     if type(key) is not str:
         raise _Unusual
     found = _keys.get(key)
     if found is None:
         if _safe(key) and len(key) <= _SIMPLE_KEY_CHARS:
-            found = key if _resolves_to_str(key) else f"'{key}'"
+            found = (key if _resolves_to_str(key) else f"'{key}'") + ":"
         else:
             text = _dump({key: None})
             if text.startswith("?") or not text.endswith(": null\n") or text.count("\n") != 1:
                 raise _Unusual  # PyYAML writes it as a complex key ("? ...")
-            found = text[: -len(": null\n")]
+            found = text[: -len(" null\n")]
         if len(_keys) < _CACHE_SIZE:
             _keys[key] = found
     return found
@@ -219,22 +224,32 @@ class _Writer:
         if top and any(k in data for k in _TOP_KEYS):
             keys = [k for k in _TOP_KEYS if k in data] + [k for k in data if k not in _TOP_KEYS]
         for k in keys:
-            if not inline:
-                out.append(pad)
+            value = data[k]
+            # The key's text (a str key only: PyYAML decides for others), then the value.
+            key = _keys.get(k) if type(k) is str else None
+            if key is None:
+                key = _key(k)
+            line = _lines.get(value) if type(value) is str else None
+            if line is not None:  # the common case, whole: a string on the key's line
+                out.append(key + line if inline else pad + key + line)
+                self.keep = False
+            else:
+                out.append(key if inline else pad + key)
+                self.item(value, indent, False, False)
             inline = False
-            out.append(_key(k))
-            out.append(":")
-            self.item(data[k], indent, False, False)
 
     def sequence(self, data: Sequence[Any], indent: int, top: bool, inline: bool) -> None:
         out = self.out
         pad = " " * indent
         for value in data:
-            if not inline:
-                out.append(pad)
+            line = _lines.get(value) if type(value) is str else None
+            if line is not None:
+                out.append("-" + line if inline else pad + "-" + line)
+                self.keep = False
+            else:
+                out.append("-" if inline else pad + "-")
+                self.item(value, indent, top, True)
             inline = False
-            out.append("-")
-            self.item(value, indent, top, True)
 
     def item(self, data: Any, indent: int, top: bool, after_dash: bool) -> None:
         """One value after ``key:`` or ``-``, in a collection at ``indent``."""
