@@ -185,7 +185,8 @@ class CompactSchema:
         elif isinstance(value, list) and "items" in node:
             items = node["items"]
             for index, item in enumerate(value):
-                self._objects(item, items, (*loc, index), found)
+                if isinstance(item, (dict, list)):  # a scalar holds no mapping (a command's words)
+                    self._objects(item, items, (*loc, index), found)
 
     def definition(self, name: str) -> Node:
         """The node of a named definition (``KeyError`` when the file has none)."""

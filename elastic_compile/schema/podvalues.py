@@ -18,6 +18,8 @@ import difflib
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Final
 
 from elastic_compile.core.loader import dotted
@@ -133,13 +135,31 @@ def enum_problem(given: object, allowed: tuple[str, ...]) -> str | None:
 
 def check(definition: str, value: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
     """Add the value problems of one object of schema ``definition`` (a full name) at ``loc``."""
-    short = definition.rsplit(".", 1)[-1]
-    for field, allowed in ENUMS.get(short, {}).items():
+    found = _checks.get(definition)
+    if found is None:
+        found = _checks_of(definition)
+    enums, rule = found
+    for field, allowed in enums:
         if field in value and (why := enum_problem(value[field], allowed)) is not None:
             problems.append(((*loc, field), why))
-    rule = _RULES.get(short)
     if rule is not None:
         rule(value, loc, problems)
+
+
+Rule = Callable[[Mapping[str, Any], Loc, Problems], None]
+# A definition's closed sets and rule, by its full name: the walk visits the same few dozen
+# definitions of the schema over and over. Bounded: names come from the schema, but a
+# caller may pass any.
+_checks: dict[str, tuple[tuple[tuple[str, tuple[str, ...]], ...], Rule | None]] = {}
+_CHECKS_REMEMBERED: Final = 512
+
+
+def _checks_of(definition: str) -> tuple[tuple[tuple[str, tuple[str, ...]], ...], Rule | None]:
+    short = definition.rsplit(".", 1)[-1]
+    found = (tuple(ENUMS.get(short, {}).items()), _RULES.get(short))
+    if len(_checks) < _CHECKS_REMEMBERED:
+        _checks[definition] = found
+    return found
 
 
 def _int(value: object) -> int | None:
@@ -299,16 +319,17 @@ def _resources(res: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
     sides = {s: res[s] for s in ("requests", "limits") if isinstance(res.get(s), dict)}
     amounts: dict[str, dict[str, Any]] = {side: {} for side in sides}
     for side, values in sides.items():
+        found = amounts[side]
         for name, raw in values.items():
-            if (why := resource_name_problem(str(name))) is not None:
+            why, native = _resource_name(str(name))
+            if why is not None:
                 problems.append(((*loc, side, name, "[key]"), why))
                 continue
-            text = str(raw) if not isinstance(raw, bool) else ""
-            if not is_quantity(text):
+            amount = _amount(str(raw) if not isinstance(raw, bool) else "")
+            if amount is None:
                 continue  # the schema reports it
-            amount = parse_quantity(text)
-            amounts[side][name] = amount
-            if not is_native(name) and amount != amount.to_integral_value():
+            found[name] = amount
+            if not native and amount != amount.to_integral_value():
                 problems.append(((*loc, side, name), "an extended resource (a device) is counted in whole units"))
     requests, limits = amounts.get("requests", {}), amounts.get("limits", {})
     for name, request in requests.items():
@@ -331,6 +352,38 @@ def _resources(res: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
         problems.append(((*loc, side, hugepages[0]), "hugepages need a cpu or memory request or limit beside them"))
 
 
+# A pod names the same few resources and amounts again and again (requests and limits, each
+# container, each spec of a batch): what short ones are is remembered, a bounded number of
+# them (a long one is judged each time, so that the memory held stays small).
+_REMEMBERED: Final = 512
+_REMEMBERED_CHARS: Final = 64
+
+
+def _resource_name(name: str) -> tuple[str | None, bool]:
+    """``(why name is not a container resource or None, whether it is native)``."""
+    return _remembered_name(name) if len(name) <= _REMEMBERED_CHARS else _name_facts(name)
+
+
+def _name_facts(name: str) -> tuple[str | None, bool]:
+    why = resource_name_problem(name)
+    return why, why is None and is_native(name)
+
+
+_remembered_name = lru_cache(maxsize=_REMEMBERED)(_name_facts)
+
+
+def _amount(text: str) -> Decimal | None:
+    """The quantity ``text`` is, or None when it is none."""
+    return _remembered_amount(text) if len(text) <= _REMEMBERED_CHARS else _amount_of(text)
+
+
+def _amount_of(text: str) -> Decimal | None:
+    return parse_quantity(text) if is_quantity(text) else None
+
+
+_remembered_amount = lru_cache(maxsize=_REMEMBERED)(_amount_of)
+
+
 def resource_name_problem(name: str) -> str | None:
     """Why ``name`` is not a container resource name, or None."""
     if "/" not in name:
@@ -349,12 +402,14 @@ def resource_name_problem(name: str) -> str | None:
 
 
 def _env_var_source(source: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
-    given = [k for k in ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef") if k in source]
-    if len(given) > 1:
-        problems.append((loc, f"give exactly one source ({', '.join(given)} are set)"))
+    if len(source) > 1:  # else one source at most
+        given = [k for k in ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef") if k in source]
+        if len(given) > 1:
+            problems.append((loc, f"give exactly one source ({', '.join(given)} are set)"))
     for kind in ("fieldRef", "resourceFieldRef"):
-        if isinstance(source.get(kind), dict):
-            problems += [((*loc, kind, *at), why) for at, why in ref_problems(source[kind], kind, volume=False)]
+        ref = source.get(kind)
+        if isinstance(ref, dict):
+            problems += [((*loc, kind, *at), why) for at, why in ref_problems(ref, kind, volume=False)]
 
 
 def ref_problems(ref: Mapping[str, Any], kind: str, *, volume: bool) -> Problems:
@@ -379,6 +434,8 @@ def _env_var(var: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
 
 def field_path_problem(path: str, allowed: tuple[str, ...]) -> str | None:
     """Why the downward API cannot give ``path`` (env: ENV_FIELD_PATHS; volumes: VOLUME_FIELD_PATHS), or None."""
+    if path in allowed:  # none of them is a subscript
+        return None
     match = _SUBSCRIPT.match(path)
     if match:
         key = match.group(2)
@@ -386,8 +443,6 @@ def field_path_problem(path: str, allowed: tuple[str, ...]) -> str | None:
         if _QUALIFIED.match(name) and len(name) <= 63 and len(prefix) <= 253:
             return None
         return f"{match.group(1)}['...'] needs a label or annotation name ([prefix/]name)"
-    if path in allowed:
-        return None
     if path in ("metadata.labels", "metadata.annotations"):
         return f"an env var reads one entry: {path}['KEY'] (the whole map is for downwardAPI volumes)"
     subscripts = "metadata.labels['KEY'], metadata.annotations['KEY']"
@@ -551,7 +606,7 @@ def _affinity_term(term: Mapping[str, Any], loc: Loc, problems: Problems) -> Non
         problems.append((loc, "needs a topologyKey, e.g. kubernetes.io/hostname"))
 
 
-_RULES: Final[dict[str, Callable[[Mapping[str, Any], Loc, Problems], None]]] = {
+_RULES: Final[dict[str, Rule]] = {
     "Container": _container,
     "ContainerPort": _container_port,
     "SecurityContext": _security_context,
