@@ -39,7 +39,9 @@ def nested_launcher(command: Sequence[str]) -> tuple[int, str] | None:
     """Where ``command`` nests a launcher (the index of the word) and what to write instead; None if it does not."""
     if not command:
         return None
-    head = PurePosixPath(command[0]).name
+    program = command[0]
+    # PurePosixPath(...).name, without building a path for the common bare word ("." has no name).
+    head = program if "/" not in program and program != "." else PurePosixPath(program).name
     if head == "elastic-launch" and "--" in command:
         return 0, _advice(head, command[command.index("--") + 1 :], program=True)
     if head in _PROGRAMS:
@@ -164,7 +166,9 @@ def launcher_kind(command: Sequence[str]) -> tuple[str, int] | None:
     """
     if not command:
         return None
-    head = PurePosixPath(command[0]).name
+    program = command[0]
+    # PurePosixPath(...).name, without building a path for the common bare word ("." has no name).
+    head = program if "/" not in program and program != "." else PurePosixPath(program).name
     if head in _PROGRAMS:
         return head, 1
     if _PYTHON.match(head) and list(command[1:2]) == [contract.BUNDLE_PATH]:

@@ -82,6 +82,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 def _strict_text(value: Any, what: str) -> str:
     """A string field: keep text exactly as written; booleans and nulls must be quoted."""
+    if type(value) is str:  # nearly always: as written
+        return value
     text = source_text(value)
     if text is None:
         if isinstance(value, bool) or value is None:
@@ -227,8 +229,12 @@ class _Section(_Model):
     @model_validator(mode="before")
     @classmethod
     def _drop_extensions(cls, data: Any) -> Any:
-        if isinstance(data, dict) and any(isinstance(k, str) and k.startswith(EXTENSION_PREFIX) for k in data):
-            return {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith(EXTENSION_PREFIX))}
+        if isinstance(data, dict):
+            for key in data:  # a loop, not any(): a section has a few keys and usually no extension
+                if isinstance(key, str) and key.startswith(EXTENSION_PREFIX):
+                    return {
+                        k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith(EXTENSION_PREFIX))
+                    }
         return data
 
 
