@@ -494,3 +494,18 @@ def test_the_plan_is_computed_once_per_compile(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.chdir(GOLDEN / "minimal")
     compiled = compile_path(SPEC, ("all",))
     assert len(compiled.outputs) == 2 and len(calls) == 1
+    assert compiled.plan is compiled.known_plan and len(calls) == 1
+
+
+def test_a_trainjob_compile_plans_a_worker_pod_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiled.plan (for lints and --explain) is made on first use when no target made it, then kept."""
+    from elastic_compile.targets.pytorchjob import plan
+
+    calls: list[object] = []
+    real = plan._plan
+    monkeypatch.setattr(plan, "_plan", lambda spec: calls.append(spec) or real(spec))
+    compiled = compile_path(GOLDEN.parent.parent / "examples" / "trainjob-2x8-gpu.yaml")
+    assert [o.document.kind for o in compiled.outputs] == ["TrainJob"] and calls == []
+    assert compiled.known_plan is None
+    assert compiled.plan == real(compiled.spec) and calls == [compiled.spec]
+    assert compiled.plan is compiled.plan and len(calls) == 1

@@ -8,7 +8,8 @@ files) is the CLI's job; everything here returns data.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.extends import load_spec, resolver, unique_problems
 from elastic_compile.schema.validate import validate
 from elastic_compile.targets import Document, Target
-from elastic_compile.targets.pytorchjob.plan import Plan, spec_to_plan
+from elastic_compile.targets.pytorchjob.plan import Plan, made_plan, spec_to_plan
 
 #: ``-t all``: every target whose ``in_all`` accepts the spec.
 ALL = "all"
@@ -58,8 +59,15 @@ class Compiled:
 
     loaded: Loaded | None
     spec: ElasticSpec
-    plan: Plan
     outputs: tuple[Output, ...]
+    #: The plan when a target made it while compiling (the PyTorchJob's, the PodTemplate's);
+    #: None: ``plan`` makes it when first asked (a TrainJob or Flyte compile needs none).
+    known_plan: Plan | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def plan(self) -> Plan:
+        """The worker plan of ``spec``."""
+        return self.known_plan if self.known_plan is not None else spec_to_plan(self.spec)
 
 
 def resolve_targets(spec: ElasticSpec, names: Sequence[str] | None) -> tuple[Target, ...]:
@@ -123,7 +131,7 @@ def compile_spec(
     if problems:
         raise SpecError(sorted(set(problems)))
     outputs = tuple(render_document(t, d, spec, template_dir) for t, d in _once(planned))
-    return Compiled(loaded, spec, spec_to_plan(spec), outputs)
+    return Compiled(loaded, spec, outputs, made_plan(spec))
 
 
 def compile_path(

@@ -106,12 +106,17 @@ _last: list[tuple[ElasticSpec, Plan]] = []
 
 def spec_to_plan(spec: ElasticSpec) -> Plan:
     """Decide everything about the output of ``spec`` (once per spec object: see ``_last``)."""
-    last = _last[:1]
-    if last and last[0][0] is spec:
-        return last[0][1]
-    plan = _plan(spec)
-    _last[:] = [(spec, plan)]
+    plan = made_plan(spec)
+    if plan is None:
+        plan = _plan(spec)
+        _last[:] = [(spec, plan)]
     return plan
+
+
+def made_plan(spec: ElasticSpec) -> Plan | None:
+    """The plan of ``spec`` when it was made already (see ``_last``), else None: nothing is planned here."""
+    last = _last[:1]
+    return last[0][1] if last and last[0][0] is spec else None
 
 
 def _plan(spec: ElasticSpec) -> Plan:
