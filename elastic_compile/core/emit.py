@@ -33,6 +33,8 @@ def json_text(value: Any) -> str:
     escaped.
     """
     text = _JSON.encode(value)
+    if text.isascii() and "\x7f" not in text:  # the common case: nothing YAML folds or rejects
+        return text
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 

@@ -778,7 +778,14 @@ def _json_lines(text: str, max_depth: int, max_values: int, max_chars: int, prin
         if value is None:
             waiting = key
             continue
-        data = _JSON_DECODER.decode(value)
+        # The decoder's scanner itself: its decode() would also skip spaces around the
+        # value, which json_text never writes (such a line is unusual either way).
+        try:
+            data, end = _JSON_SCAN(value, 0)
+        except StopIteration:  # no JSON value starts there
+            raise _Unusual from None
+        if end != len(value):
+            raise _Unusual
         if value not in printed and json_text(data) != value:
             raise _Unusual
         # A scalar inside the deepest collection sits in len(stack) + deepest collections;
@@ -808,6 +815,8 @@ def _number(read: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 _JSON_DECODER = json.JSONDecoder(parse_int=_number(int), parse_float=_number(float), parse_constant=_no_constant)
+# The scanner decode() calls (set by JSONDecoder.__init__, not in the typeshed stubs).
+_JSON_SCAN: Callable[[str, int], tuple[Any, int]] = getattr(_JSON_DECODER, "scan_once")  # noqa: B009
 
 
 def _event_data(
