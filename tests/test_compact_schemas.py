@@ -315,3 +315,33 @@ def test_plain_string_nodes_are_skipped_only_when_there_is_nothing_to_check(
     monkeypatch.setattr(compact, "_PLAIN_STRING", {"type": "string"})  # an object no node is: never skip
     assert (schema.problems(doc, root), schema.problems(spoiled, root)) == skipping
     assert skipping[0] == [] and len(skipping[1]) > 10
+
+
+@pytest.mark.parametrize("golden", sorted(p.name for p in (Path(__file__).parent / "golden").iterdir()))
+def test_the_walk_of_fields_finds_what_the_dispatch_finds(golden: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mapping whose node checks only its fields is walked straight: the same problems as through _check."""
+    doc = yaml.safe_load((Path(__file__).parent / "golden" / golden / "pytorchjob.yaml").read_text(encoding="utf-8"))
+    shipped = compact.load(pytorchjob.SCHEMA_FILE)
+    root = shipped.root(pytorchjob.API_VERSION, pytorchjob.KIND)
+    assert root is not None
+    spoiled = [_spoiled(doc), {**doc, "spec": {**doc["spec"], "extra": 1, "runPolicy": None}}]
+    straight = [shipped.problems(value, root) for value in (doc, *spoiled)]
+    monkeypatch.setattr(compact, "_NOT_FIELDS_ONLY", ("type",))  # every node has a type: none is walked straight
+    dispatched = compact.CompactSchema(shipped.name, shipped.definitions, shipped.roots, shipped.meta)
+    assert [dispatched.problems(value, root) for value in (doc, *spoiled)] == straight
+    assert straight[0] == [] and len(straight[1]) > 10 and len(straight[2]) == 2
+
+
+def test_the_walks_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One walk per schema node, up to a bound; past it they are made again, with the same verdicts."""
+    node: dict[str, Any] = {"type": "object", "values": {"ref": "T"}, "properties": {"n": {"type": "integer"}}}
+    schema, root = _schema(node, T=node)  # a map of maps of ...: made on use, so no endless recursion
+    value: dict[str, Any] = {"n": 1}
+    for depth in range(30):
+        value = {f"k{depth}": value, "n": "x" if depth == 10 else depth}
+    expected = [((*(f"k{d}" for d in range(29, 10, -1)), "n"), "expected a whole number, not a string")]
+    assert schema.problems(value, root) == expected
+    assert len(schema._walks) == 1
+    monkeypatch.setattr(compact, "_WALKS_REMEMBERED", 0)
+    fresh, root = _schema(node, T=node)
+    assert fresh.problems(value, root) == expected and fresh._walks == {}

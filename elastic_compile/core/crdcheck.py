@@ -549,6 +549,8 @@ def as_int(value: Any) -> int | None:
 
 
 def as_mapping(value: Any) -> Mapping[str, Any]:
+    if type(value) is dict:  # nearly always: no ABC check needed
+        return value
     return value if isinstance(value, Mapping) else {}
 
 

@@ -43,10 +43,11 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final
 
 from elastic_compile.core.loader import dotted
@@ -144,6 +145,9 @@ class CompactSchema:
     definitions: Mapping[str, Node]
     roots: Mapping[str, Node]
     meta: Mapping[str, Any]
+    # id(node) -> (node, the walk of its fields, whether that is all it checks): see _walk.
+    # The node is held so that its id stays its own; bounded (a schema has a few thousand).
+    _walks: dict[int, tuple[Node, _Walk, bool]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def root(self, api_version: str, kind: str) -> Node | None:
         """The node for a whole ``api_version`` ``kind`` object, or None when the file has none."""
@@ -175,7 +179,7 @@ class CompactSchema:
         if isinstance(value, dict):
             if name is not None:
                 found.append((name, value, loc))
-            properties: Mapping[str, Node] = node.get("properties", {})
+            properties: Mapping[str, Node] = node.get("properties", _NO_PROPERTIES)
             values = node.get("values")
             for key, item in value.items():
                 if isinstance(item, (dict, list)):  # a scalar holds no mapping
@@ -284,6 +288,10 @@ class CompactSchema:
             self._check_object(value, node, loc, problems)
         elif value_type is list:
             self._check_list(value, node, loc, problems)
+        elif value_type is bool:
+            return
+        elif value_type is int or value_type is float:
+            _check_number(value, node, loc, problems)
         elif isinstance(value, bool):
             return
         elif isinstance(value, (int, float)):
@@ -305,8 +313,11 @@ class CompactSchema:
         defaults: Mapping[str, Any] = node.get("keyDefaults", {})
         seen: dict[Any, int] = {}
         plain = items is _PLAIN_STRING
+        walk = self._fields_walk(items) if items is not None else None
         for index, item in enumerate(value):
-            if items is not None and not (plain and type(item) is str):
+            if walk is not None and type(item) is dict:
+                walk(item, (*loc, index), problems)
+            elif items is not None and not (plain and type(item) is str):
                 self._check(item, items, (*loc, index), problems)
             if keys and isinstance(item, dict):
                 # A missing key takes its default first, as the API server defaults before it
@@ -327,22 +338,76 @@ class CompactSchema:
             problems.append((loc, f"must have at least {node['minProperties']} fields"))
         if "maxProperties" in node and len(value) > node["maxProperties"]:
             problems.append((loc, f"must have at most {node['maxProperties']} fields"))
+        self._walk(node)[0](value, loc, problems)
+
+    def _fields_walk(self, node: Node) -> _Walk | None:
+        """The whole check of a mapping against ``node``, when its fields are all that ``node`` checks.
+
+        So for a node of the object type without a kind, an enum or a field count: the parent
+        calls the walk of the fields straight, without ``_check``'s dispatch. None otherwise.
+        """
+        while "ref" in node:
+            node = self.definitions[node["ref"]]
+        fields, fields_only = self._walk(node)
+        return fields if fields_only else None
+
+    def _walk(self, node: Node) -> tuple[_Walk, bool]:
+        """The walk of a mapping's fields against ``node`` (resolved), made once per node, and whether it is all."""
+        found = self._walks.get(id(node))
+        if found is None or found[0] is not node:
+            fields_only = node.get("type") == "object" and not any(k in node for k in _NOT_FIELDS_ONLY)
+            found = (node, self._fields(node), fields_only)
+            if len(self._walks) < _WALKS_REMEMBERED:
+                self._walks[id(node)] = found
+        return found[1], found[2]
+
+    def _fields(self, node: Node) -> _Walk:
+        """Check each field of a mapping against ``node`` (resolved), then the required ones.
+
+        What to do with each field the schema names (its node's own walk, if any) is found
+        on first use and kept, bounded by the schema's fields.
+        """
         properties: Mapping[str, Node] | None = node.get("properties")
-        for key, item in value.items():
-            if properties is not None and key in properties:
-                child = properties[key]
-                if child is not _PLAIN_STRING or type(item) is not str:  # else nothing to check
-                    self._check(item, child, (*loc, key), problems)
-            elif "values" in node:
-                child = node["values"]
-                if child is not _PLAIN_STRING or type(item) is not str:
-                    self._check(item, child, (*loc, key), problems)
-            elif properties is not None and not node.get("open"):
-                close = difflib.get_close_matches(str(key), list(properties), n=1, cutoff=0.6)
-                problems.append(((*loc, key), "unknown field" + (f"; did you mean {close[0]}?" if close else "")))
-        for key in node.get("required", ()):
-            if key not in value:
-                problems.append((loc, key + REQUIRED))
+        values: Node | None = node.get("values")
+        closed = properties is not None and not node.get("open")
+        required: Sequence[str] = node.get("required", ())
+        walks: dict[str | None, _Walk | None] = {}  # by field name (None: the map's values)
+        check, walk_of = self._check, self._fields_walk
+
+        def fields(value: dict[str, Any], loc: Loc, problems: list[Problem]) -> None:
+            for key, item in value.items():
+                if properties is not None and key in properties:
+                    child = properties[key]
+                    name: str | None = key
+                elif values is not None:
+                    child, name = values, None
+                else:
+                    if closed:
+                        assert properties is not None
+                        close = difflib.get_close_matches(str(key), list(properties), n=1, cutoff=0.6)
+                        hint = f"; did you mean {close[0]}?" if close else ""
+                        problems.append(((*loc, key), "unknown field" + hint))
+                    continue
+                if type(item) is dict:
+                    walk = walks[name] if name in walks else walks.setdefault(name, walk_of(child))
+                    if walk is not None:
+                        walk(item, (*loc, key), problems)
+                        continue
+                elif child is _PLAIN_STRING and type(item) is str:
+                    continue  # nothing to check
+                check(item, child, (*loc, key), problems)
+            for key in required:
+                if key not in value:
+                    problems.append((loc, key + REQUIRED))
+
+        return fields
+
+
+_NO_PROPERTIES: Final[Mapping[str, Node]] = MappingProxyType({})
+_Walk = Callable[[dict[str, Any], Loc, list[Problem]], None]
+# What a node may check of a mapping beyond its fields (then _check handles it).
+_NOT_FIELDS_ONLY: Final = ("ref", "kind", "enum", "minProperties", "maxProperties")
+_WALKS_REMEMBERED: Final = 20_000
 
 
 def _check_quantity(value: Any, loc: Loc, problems: list[Problem]) -> None:
