@@ -259,7 +259,7 @@ class _Writer:
         kind = type(data)
         if kind is str:
             text, lines, keep = _value(data)
-        elif kind is dict or isinstance(data, Mapping):
+        elif kind is dict or (kind not in _NOT_MAPPINGS and isinstance(data, Mapping)):
             if not data:
                 text, lines, keep = "{}", None, False
             else:
@@ -290,6 +290,10 @@ class _Writer:
             pad = " " * (indent + 2)
             out.extend(f"{pad}{line}\n" if line else "\n" for line in lines)
         self.keep = keep
+
+
+# Types that are never a Mapping: no ABC check for them.
+_NOT_MAPPINGS: frozenset[type] = frozenset({list, tuple, int, float, bool, type(None)})
 
 
 def _document(doc: Any) -> str:

@@ -945,11 +945,11 @@ def _block_lines(text: str, max_depth: int, max_values: int, max_chars: int) -> 
     values = 1  # the root mapping (keys are not counted, as in Loaded.expanded)
     keys = chars = 0
     for line in text.split("\n"):
-        body = line.lstrip(" ")
-        if not body or body[0] == "#":
-            continue  # a blank line or a comment
         match = _ENTRY.fullmatch(line)
         if match is None:
+            body = line.lstrip(" ")
+            if not body or body[0] == "#":
+                continue  # a blank line or a comment
             raise _Unusual
         indent, key, rest = len(match[1]), match[2], match[3] or ""
         if waiting is not None:  # the first key of a nested mapping: deeper than its parent
@@ -965,14 +965,15 @@ def _block_lines(text: str, max_depth: int, max_values: int, max_chars: int) -> 
             if indent != stack[-1][0]:
                 raise _Unusual
         mapping = stack[-1][1]
-        if key in mapping or _plain_scalar(key, False) is not key:
+        if key in mapping or (_resolved.get(key) != _STR and _plain_scalar(key, False) is not key):
             raise _Unusual  # a duplicate, or a key that is not a string (true:, 1:)
         keys += 1
         chars += len(key)
-        value, hash_sign, _ = rest.partition("#")
-        if hash_sign and value[-1] != " ":
-            raise _Unusual  # "#" inside a word
-        value = value.strip(" ")
+        if "#" in rest:
+            rest, _, _ = rest.partition("#")
+            if rest[-1] != " ":
+                raise _Unusual  # "#" inside a word
+        value = rest.strip(" ")
         values += 1
         if not value:
             waiting = key

@@ -235,7 +235,7 @@ def build_pod_template(
     ``launcher: bundled`` adds the volume of the launcher's ConfigMap and the annotations
     naming the launcher file (:mod:`.bundle`).
     """
-    user_spec: dict[str, Any] = copy.deepcopy(spec.pod_template.spec)
+    user_spec: dict[str, Any] = copy.deepcopy(spec.pod_template.spec) if spec.pod_template.spec else {}
     user_containers: list[dict[str, Any]] = user_spec.pop("containers", None) or []
     user_training = next((c for c in user_containers if _is_training(c)), None)
     sidecars = [c for c in user_containers if c is not user_training]
