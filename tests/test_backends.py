@@ -520,6 +520,11 @@ LINE_SNIPPETS = [
     "# a\u2028b: 1\nc: 2\n",
     "# a\rb: 1\nc: 2\n",
     "a: 1 # \u2029b: 2\n",
+    # Characters that send a text to PyYAML alone, in a comment (the line reader takes it) or a value.
+    "a: b # what? !!str\n# \tc\n",
+    "a: what?\n",
+    "a: [b, what?]\n",
+    "a: !x\n",
 ]
 
 

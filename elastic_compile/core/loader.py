@@ -648,12 +648,15 @@ def load_text(
             ) from e
     else:
         text = raw
+    # The fast readers (off with pure_python(), which the tests compare them with): the simplest
+    # form line by line (printable ASCII only, which it checks itself), else libyaml's events.
+    if _Backend.libyaml:
+        with suppress(_Unusual):
+            data, expanded = _block_lines(text, max_depth, max_values, max_chars)
+            return Loaded(file, data, partial(_root, text, max_depth, max_values, max_chars), expanded=expanded)
     if _libyaml_reads(text):
         with suppress(_Unusual, yaml.YAMLError, UnicodeEncodeError):
-            try:
-                data, expanded = _block_lines(text, max_depth, max_values, max_chars)
-            except _Unusual:
-                data, expanded = _event_data(text, max_depth, max_values, max_chars, source=True)
+            data, expanded = _event_data(text, max_depth, max_values, max_chars, source=True)
             return Loaded(file, data, partial(_root, text, max_depth, max_values, max_chars), expanded=expanded)
     try:
         root = _single_node(text, max_depth, max_values, max_chars)
