@@ -631,3 +631,31 @@ def test_the_emitters_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None
         for cache, old in zip((emit._values, emit._keys, emit._lines), saved, strict=True):
             cache.clear()
             cache.update(old)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x: [" + "0," * (loader.MAX_VALUES + 5) + "0]\n",
+        "x: {" + ", ".join(f"k{i}: 0" for i in range(loader.MAX_VALUES // 2 + 5)) + "}\n",
+        "#\n" * (loader.MAX_VALUES + 5) + "a: 1\n",
+    ],
+    ids=["wide-list", "wide-map", "many-lines"],
+)
+def test_the_line_reader_bounds_its_work_first(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the values a document may hold, the line reader stops before reading the words or lines."""
+    read: list[str] = []
+
+    class Counting:
+        def __init__(self, pattern: Any) -> None:
+            self.pattern = pattern
+
+        def fullmatch(self, text: str) -> Any:
+            read.append(text)
+            return self.pattern.fullmatch(text)
+
+    for name in ("_ENTRY", "_FLOW_WORD", "_FLOW_ENTRY"):
+        monkeypatch.setattr(loader, name, Counting(getattr(loader, name)))
+    with pytest.raises(loader._Unusual):
+        loader._block_lines(text, loader.MAX_DEPTH, loader.MAX_VALUES, loader.MAX_EXPANDED_CHARS)
+    assert len(read) <= 1

@@ -947,7 +947,10 @@ def _block_lines(text: str, max_depth: int, max_values: int, max_chars: int) -> 
     waiting: str | None = None  # a key whose block mapping starts on the next line
     values = 1  # the root mapping (keys are not counted, as in Loaded.expanded)
     keys = chars = 0
-    for line in text.split("\n"):
+    lines = text.split("\n")
+    if len(lines) > max_values:
+        raise _Unusual  # a spec is tens of lines: the work here stays bounded by the values'
+    for line in lines:
         match = _ENTRY.fullmatch(line)
         if match is None:
             body = line.lstrip(" ")
@@ -985,6 +988,8 @@ def _block_lines(text: str, max_depth: int, max_values: int, max_chars: int) -> 
         if first == "[" and value[-1] == "]":
             inner = value[1:-1]
             words = inner.split(",") if inner.strip(" ") else []
+            if values + keys + len(words) > max_values:
+                raise _Unusual  # bounded before the words are read: the parsers say what is wrong
             items = []
             for spaced in words:
                 word = spaced.strip(" ")
@@ -997,6 +1002,8 @@ def _block_lines(text: str, max_depth: int, max_values: int, max_chars: int) -> 
         elif first == "{" and value[-1] == "}":
             inner = value[1:-1]
             entries = inner.split(",") if inner.strip(" ") else []
+            if values + keys + 2 * len(entries) > max_values:
+                raise _Unusual
             flow: dict[str, Any] = {}
             for entry in entries:
                 pair = _FLOW_ENTRY.fullmatch(entry)
