@@ -80,13 +80,24 @@ def _tree(node: Any) -> Any:
     return (node.tag, mark, [_tree(item) for item in node.value])
 
 
+def _typed(data: Any) -> Any:
+    """``data`` with every scalar's type and source text, so that 1e-4 read as a string or a float differ."""
+    if isinstance(data, dict):
+        return ("map", [(k, _typed(v)) for k, v in data.items()])
+    if isinstance(data, list):
+        return ("seq", [_typed(v) for v in data])
+    return (type(data).__name__, repr(data), getattr(data, "text", None))
+
+
 def _both(text: str | bytes) -> tuple[Any, Any]:
+    """The fast readers' and PyYAML's pure-Python parser's reading: data (types, source texts), size, tree."""
+
     def outcome() -> Any:
         try:
             loaded = loader.load_text(text, "f.yaml")
         except SpecError as e:
             return [str(p) for p in e.problems]
-        return _tree(loaded.root), repr(loaded.data)
+        return _typed(loaded.data), loaded.expanded, _tree(loaded.root)
 
     fast = outcome()
     with loader.pure_python():
@@ -127,7 +138,72 @@ SNIPPETS = [
 ]
 
 
-@pytest.mark.parametrize("text", SNIPPETS)
+# The form the line reader takes, and the near misses it must leave to the parsers.
+LINE_SNIPPETS = [
+    "name: x\nimage: ghcr.io/a/b:1.0-c\ncommand: [python, -m, a.b, --lr, 1e-4, 0x1F, 0o17, 0755, .inf, -1, +2]\n",
+    "a: {cpu: 64, memory: 480Gi, nvidia.com/gpu: 8}\nb: {}\nc: []\nd: [ ]\ne: { }\n",
+    "# head\n\na: 1 # one\n  # indented comment\nb:   [x , y]   # c\nc: true\nd: null\ne: False\nf: 1:30\ng: on\n",
+    "a:\n  b:\n    c: 1\n  d: 2\ne: 3\n",
+    "a:\n    b: 1\n    c:\n      d: 2\n",
+    "a: b#c\n",
+    "a: b #c\n",
+    "a:# b\n",
+    "a: # empty, then a block mapping\n  b: 1\n",
+    "a:\nb: 1\n",
+    "a:\n",
+    "a: -\n",
+    "a: -x\n",
+    "a: x:\n",
+    "a: x:y\n",
+    "a: {b:c}\n",
+    "a: {b: c:d}\n",
+    "a: [b, c:d]\n",
+    "a: [b,]\n",
+    "a: [b,, c]\n",
+    "a: [b, [c]]\n",
+    "a: {b: 1, b: 2}\n",
+    "a: 1\na: 2\n",
+    "true: 1\n",
+    "1: a\n",
+    "null: a\n",
+    "a: {1: b}\n",
+    "a: {true: b}\n",
+    "a:\n  b: 1\n c: 2\n",
+    "a: 1\n  b: 2\n",
+    "a: b\n  c\n",
+    "  a: 1\n",
+    "a: ...\nb: ---\nc: [..., ---]\n",
+    "---\na: 1\n",
+    "a: 1\n...\n",
+    "a: ~\n",
+    "a: 'x'\nb: \"y\"\n",
+    "a: x y\n",
+    "a: @x\n",
+    "a: x@y=z\n",
+    "a: =\n",
+    "a: =x\n",
+    "a: 9" + "9" * 100 + "\n",
+    "a: [9" + "9" * 100 + "]\n",
+    "a-b.c/d: 1\nA_B: 2\n_c: 3\n",
+    "- a\n",
+    "a:\n- b\n",
+    "a: é\n",
+    "a: [b, c]\r\n",
+    "# only a comment\n",
+    # Line breaks of YAML 1.1 other than LF, in a comment too (found by bench/fuzz_spec.py).
+    "# a\x85b: 1\nc: 2\n",
+    "# a\u2028b: 1\nc: 2\n",
+    "# a\rb: 1\nc: 2\n",
+    "a: 1 # \u2029b: 2\n",
+    # Characters that send a text to PyYAML alone, in a comment (the line reader takes it) or a value.
+    "a: b # what? !!str\n# \tc\n",
+    "a: what?\n",
+    "a: [b, what?]\n",
+    "a: !x\n",
+]
+
+
+@pytest.mark.parametrize("text", SNIPPETS + LINE_SNIPPETS)
 def test_parsers_agree_on_snippets(text: str) -> None:
     fast, slow = _both(text)
     assert fast == slow
@@ -441,99 +517,6 @@ def test_the_fast_path_counts_what_the_builder_counts(text: str) -> None:
 # --------------------------------------------------------------------------- simple specs, read line by line
 
 
-def _typed(data: Any) -> Any:
-    """``data`` with every scalar's type and source text, so that 1e-4 read as a string or a float differ."""
-    if isinstance(data, dict):
-        return ("map", [(k, _typed(v)) for k, v in data.items()])
-    if isinstance(data, list):
-        return ("seq", [_typed(v) for v in data])
-    return (type(data).__name__, repr(data), getattr(data, "text", None))
-
-
-def _loaded_both(text: str) -> tuple[Any, Any]:
-    def outcome() -> Any:
-        try:
-            loaded = loader.load_text(text, "f.yaml")
-        except SpecError as e:
-            return [str(p) for p in e.problems]
-        return _typed(loaded.data), loaded.expanded, _tree(loaded.root)
-
-    fast = outcome()
-    with loader.pure_python():
-        return fast, outcome()
-
-
-# The form the line reader takes, and the near misses it must leave to the parsers.
-LINE_SNIPPETS = [
-    "name: x\nimage: ghcr.io/a/b:1.0-c\ncommand: [python, -m, a.b, --lr, 1e-4, 0x1F, 0o17, 0755, .inf, -1, +2]\n",
-    "a: {cpu: 64, memory: 480Gi, nvidia.com/gpu: 8}\nb: {}\nc: []\nd: [ ]\ne: { }\n",
-    "# head\n\na: 1 # one\n  # indented comment\nb:   [x , y]   # c\nc: true\nd: null\ne: False\nf: 1:30\ng: on\n",
-    "a:\n  b:\n    c: 1\n  d: 2\ne: 3\n",
-    "a:\n    b: 1\n    c:\n      d: 2\n",
-    "a: b#c\n",
-    "a: b #c\n",
-    "a:# b\n",
-    "a: # empty, then a block mapping\n  b: 1\n",
-    "a:\nb: 1\n",
-    "a:\n",
-    "a: -\n",
-    "a: -x\n",
-    "a: x:\n",
-    "a: x:y\n",
-    "a: {b:c}\n",
-    "a: {b: c:d}\n",
-    "a: [b, c:d]\n",
-    "a: [b,]\n",
-    "a: [b,, c]\n",
-    "a: [b, [c]]\n",
-    "a: {b: 1, b: 2}\n",
-    "a: 1\na: 2\n",
-    "true: 1\n",
-    "1: a\n",
-    "null: a\n",
-    "a: {1: b}\n",
-    "a: {true: b}\n",
-    "a:\n  b: 1\n c: 2\n",
-    "a: 1\n  b: 2\n",
-    "a: b\n  c\n",
-    "  a: 1\n",
-    "a: ...\nb: ---\nc: [..., ---]\n",
-    "---\na: 1\n",
-    "a: 1\n...\n",
-    "a: ~\n",
-    "a: 'x'\nb: \"y\"\n",
-    "a: x y\n",
-    "a: @x\n",
-    "a: x@y=z\n",
-    "a: =\n",
-    "a: =x\n",
-    "a: 9" + "9" * 100 + "\n",
-    "a: [9" + "9" * 100 + "]\n",
-    "a-b.c/d: 1\nA_B: 2\n_c: 3\n",
-    "- a\n",
-    "a:\n- b\n",
-    "a: é\n",
-    "a: [b, c]\r\n",
-    "# only a comment\n",
-    # Line breaks of YAML 1.1 other than LF, in a comment too (found by bench/fuzz_spec.py).
-    "# a\x85b: 1\nc: 2\n",
-    "# a\u2028b: 1\nc: 2\n",
-    "# a\rb: 1\nc: 2\n",
-    "a: 1 # \u2029b: 2\n",
-    # Characters that send a text to PyYAML alone, in a comment (the line reader takes it) or a value.
-    "a: b # what? !!str\n# \tc\n",
-    "a: what?\n",
-    "a: [b, what?]\n",
-    "a: !x\n",
-]
-
-
-@pytest.mark.parametrize("text", LINE_SNIPPETS)
-def test_line_reader_reads_what_pyyaml_reads(text: str) -> None:
-    fast, slow = _loaded_both(text)
-    assert fast == slow
-
-
 # Words and keys of the form, and near misses the reader must leave to the parsers.
 _GOOD_WORDS = ["a", "x1", "-m", "--lr", "1e-4", "0x1F", "0755", "1:30", ".inf", "true", "Null", "ghcr.io/a:1", "480Gi",
                "nvidia.com/gpu", "-1", "+2", "...", "a:b"]  # fmt: skip
@@ -593,7 +576,7 @@ def _line_specs(draw: st.DrawFn) -> str:
 @given(_line_specs())
 def test_line_reader_agrees_with_pyyaml(text: str) -> None:
     """Texts built from the line reader's form and its near misses: the data, its size and the tree agree."""
-    fast, slow = _loaded_both(text)
+    fast, slow = _both(text)
     assert fast == slow
 
 
@@ -612,7 +595,7 @@ def test_examples_take_the_line_reader(path: Path, monkeypatch: pytest.MonkeyPat
     loaded = loader.load_text(path.read_bytes(), path.name)
     monkeypatch.undo()
     assert [data for data, _size in read] == [loaded.data]
-    fast, slow = _loaded_both(path.read_text(encoding="utf-8"))
+    fast, slow = _both(path.read_text(encoding="utf-8"))
     assert fast == slow
 
 
