@@ -52,6 +52,9 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
         # Our package's templates do not change under a running compile: no stat a render.
         env = jinja2.Environment(loader=builtin, auto_reload=False, **options)
         env.filters["tojson"] = env.filters["to_yaml"] = _recorded_value_filter
+        # They only print: none of Jinja's globals (range, dict, lipsum, ...), which every
+        # render would otherwise copy into its context.
+        env.globals.clear()
     else:
         from elastic_compile.compiler import sandbox
 
