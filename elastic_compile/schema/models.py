@@ -538,6 +538,14 @@ class FieldRef(_Model):
     fieldPath: Annotated[str, _text("fieldPath")]
     apiVersion: Annotated[str | None, _text("apiVersion")] = None
 
+    @field_validator("apiVersion")
+    @classmethod
+    def _v1(cls, value: str | None) -> str | None:
+        # The API server converts the field path from this version; core/v1 is the only one.
+        if value is not None and value != "v1":
+            raise ValueError('the downward API reads fields of "v1" only; leave apiVersion out')
+        return value
+
     @model_validator(mode="after")
     def _allowed(self) -> FieldRef:
         _downward_allowed(self, "fieldRef")
