@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,16 @@ def check_manifest(pytorchjob_validator: crdcheck.CrdValidator) -> Callable[[Map
     """``crdcheck.check_manifest`` (needs jsonschema and kubernetes-validate, the test extra)."""
     pytest.importorskip("kubernetes_validate", reason="install the test extra: pip install -e '.[test]'")
     return crdcheck.check_manifest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fixtures wider than one test run the CLI too: their runs never reach the user's ``~/.cache``."""
+    from elastic_compile.compiler import cache
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cache.DIR_ENV, str(tmp_path_factory.mktemp("session-cache") / "elastic-compile"))
+        yield
 
 
 @pytest.fixture(autouse=True)
