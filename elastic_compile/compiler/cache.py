@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from elastic_compile.compiler import inputs
+from elastic_compile.compiler import inputs, writer
 from elastic_compile.core import safefs
 from elastic_compile.core.errors import SpecError, printable
 from elastic_compile.core.source import MAX_BYTES, read_input
@@ -281,7 +281,7 @@ class Store:
 
     def __init__(self, argv: Sequence[str], path: Path) -> None:
         """``argv``: the command line after the program's name; ``path``: the cache directory."""
-        self.argv, self.path = list(argv), path
+        self.path = path
         self.package = _package_digest()
         self.key = _key(argv, self.package)
         self.name = self.key + _SUFFIX
@@ -507,8 +507,7 @@ def _check(entry: dict[str, Any]) -> Hit | None:
     for name in data["paths"]:
         values[name] = Path(values[name])
     options = argparse.Namespace(**values)
-    root = options.root if isinstance(options.root, Path) else None
-    boundary = safefs.Boundary(root if root is not None else safefs.work_tree())
+    boundary = writer.default_boundary(options.root)
     if str(boundary.root) != entry["boundary"]:
         return None
     found = inputs.collect(options.specs, boundary.root)

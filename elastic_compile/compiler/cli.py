@@ -337,9 +337,10 @@ def _compile(ns: argparse.Namespace, store: cache.Store | None = None) -> int:
         raise SpecError(
             [Problem("elastic-compile", 0, 0, "usage", "no job to compile: only bases (_*.elastic.yaml) were found")]
         )
-    lints = io.StringIO()
-    failed = lint.report(compiled, ns.ignore, strict=ns.strict, stream=lints)  # True: --strict and one fired
-    sys.stderr.write(lints.getvalue())
+    printed = io.StringIO()
+    failed = lint.report(compiled, ns.ignore, strict=ns.strict, stream=printed)  # True: --strict and one fired
+    lints = printed.getvalue()
+    sys.stderr.write(lints)
     if failed:
         return EXIT_INPUT
     if ns.explain:
@@ -356,7 +357,7 @@ def _compile(ns: argparse.Namespace, store: cache.Store | None = None) -> int:
     else:
         result = cache.Result(text=output.stream_text(compiled, ns.format))
     if store is not None and bases.sources is not None:
-        store.save(ns, boundary=boundary, found=found, sources=bases.sources, stderr=lints.getvalue(), result=result)
+        store.save(ns, boundary=boundary, found=found, sources=bases.sources, stderr=lints, result=result)
     return _finish(ns, boundary, result)
 
 
