@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
+from typing import Final
 
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -34,27 +35,41 @@ def parse_quantity(text: str) -> Decimal:
 
     Raises ``ValueError`` when ``text`` is not a quantity.
     """
-    # A spec and its output name the same few quantities many times (each container's
-    # requests and limits, and the checks of each): short ones are remembered (a Decimal
-    # is immutable), long ones are not, so that the memory held stays bounded.
-    return _remembered(text) if len(text) <= 32 else _parse(text)
-
-
-@lru_cache(maxsize=2048)
-def _remembered(text: str) -> Decimal:
-    return _parse(text)
-
-
-def _parse(text: str) -> Decimal:
-    if not is_quantity(text):
+    value = quantity_value(text)
+    if value is None:
         raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    return value
+
+
+def quantity_value(text: str) -> Decimal | None:
+    """Exact value of a quantity, or None when ``text`` is not one."""
+    # A spec and its output name the same few quantities many times (each container's
+    # requests and limits, and the checks of each): short ones are remembered, what they
+    # are or that they are none (a Decimal is immutable); long ones are not, so that the
+    # memory held stays bounded.
+    return _remembered(text) if len(text) <= REMEMBERED_CHARS else _value(text)
+
+
+#: Quantities remembered at most, and the longest text remembered.
+REMEMBERED: Final = 2048
+REMEMBERED_CHARS: Final = 32
+
+
+@lru_cache(maxsize=REMEMBERED)
+def _remembered(text: str) -> Decimal | None:
+    return _value(text)
+
+
+def _value(text: str) -> Decimal | None:
+    if not is_quantity(text):
+        return None
     match = _SUFFIX.search(text)
     suffix = match.group(1) if match else ""
     number = text[: len(text) - len(suffix)]
     try:
         value = Decimal(number)
-    except InvalidOperation as e:  # unreachable after the regex, kept for safety
-        raise ValueError(f"not a Kubernetes quantity: {text!r}") from e
+    except InvalidOperation:  # unreachable after the regex, kept for safety
+        return None
     if suffix in _BINARY:
         return value * (Decimal(1024) ** _BINARY[suffix])
     return value.scaleb(_DECIMAL[suffix])

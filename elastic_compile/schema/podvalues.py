@@ -18,12 +18,11 @@ import difflib
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
-from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Final
 
 from elastic_compile.core.loader import dotted
-from elastic_compile.core.quantity import is_quantity, parse_quantity
+from elastic_compile.core.quantity import is_quantity, parse_quantity, quantity_value
 from elastic_compile.core.resources import HUGEPAGES_PREFIX, is_hugepages, is_native, overcommit_allowed
 
 Loc = tuple[str | int, ...]
@@ -325,7 +324,7 @@ def _resources(res: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
             if why is not None:
                 problems.append(((*loc, side, name, "[key]"), why))
                 continue
-            amount = _amount(str(raw) if not isinstance(raw, bool) else "")
+            amount = quantity_value(str(raw) if not isinstance(raw, bool) else "")
             if amount is None:
                 continue  # the schema reports it
             found[name] = amount
@@ -352,9 +351,10 @@ def _resources(res: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
         problems.append(((*loc, side, hugepages[0]), "hugepages need a cpu or memory request or limit beside them"))
 
 
-# A pod names the same few resources and amounts again and again (requests and limits, each
-# container, each spec of a batch): what short ones are is remembered, a bounded number of
-# them (a long one is judged each time, so that the memory held stays small).
+# A pod names the same few resources again and again (requests and limits, each container,
+# each spec of a batch): what short names are is remembered, a bounded number of them (a
+# long one is judged each time, so that the memory held stays small). Amounts are
+# remembered by quantity_value.
 _REMEMBERED: Final = 512
 _REMEMBERED_CHARS: Final = 64
 
@@ -370,18 +370,6 @@ def _name_facts(name: str) -> tuple[str | None, bool]:
 
 
 _remembered_name = lru_cache(maxsize=_REMEMBERED)(_name_facts)
-
-
-def _amount(text: str) -> Decimal | None:
-    """The quantity ``text`` is, or None when it is none."""
-    return _remembered_amount(text) if len(text) <= _REMEMBERED_CHARS else _amount_of(text)
-
-
-def _amount_of(text: str) -> Decimal | None:
-    return parse_quantity(text) if is_quantity(text) else None
-
-
-_remembered_amount = lru_cache(maxsize=_REMEMBERED)(_amount_of)
 
 
 def resource_name_problem(name: str) -> str | None:

@@ -483,27 +483,29 @@ def test_a_trailing_newline_ends_no_env_name(tmp_path: Path) -> None:
 
 def test_what_the_value_checks_remember_is_bounded() -> None:
     """Resource names and amounts, and the rules of each definition, are remembered up to a bound; long ones never."""
+    from elastic_compile.core import quantity
     from elastic_compile.schema import podvalues
 
-    remembered = (podvalues._remembered_name, podvalues._remembered_amount)
+    remembered = (podvalues._remembered_name, quantity._remembered)
     for cache in remembered:
         cache.cache_clear()
     problems: list[tuple[tuple[str | int, ...], str]] = []
     long_name = "example.com/" + "d" * podvalues._REMEMBERED_CHARS
-    podvalues._resources({"requests": {long_name: "1" * 80}}, (), problems)
+    long_amount = "1" * (quantity.REMEMBERED_CHARS + 48)
+    podvalues._resources({"requests": {long_name: long_amount}}, (), problems)
     assert [message for _, message in problems] == [
         f"Kubernetes does not overcommit a device (an extended resource): add limits.{long_name} equal to the "
-        f"request ({'1' * 80})"
+        f"request ({long_amount})"
     ]
     assert [cache.cache_info().currsize for cache in remembered] == [0, 0]
     saved = dict(podvalues._checks)
     try:
-        for i in range(podvalues._REMEMBERED + 50):
+        for i in range(max(podvalues._REMEMBERED, quantity.REMEMBERED) + 50):
             res = {"requests": {f"example.com/dev{i}": f"{i}"}, "limits": {f"example.com/dev{i}": f"{i}"}}
             podvalues._resources(res, (), problems)
             podvalues.check(f"io.example.v1.Kind{i}", {}, (), problems)
         assert len(problems) == 1
-        assert [cache.cache_info().currsize for cache in remembered] == [podvalues._REMEMBERED] * 2
+        assert [cache.cache_info().currsize for cache in remembered] == [podvalues._REMEMBERED, quantity.REMEMBERED]
         assert len(podvalues._checks) == podvalues._CHECKS_REMEMBERED
     finally:
         podvalues._checks.clear()
