@@ -749,7 +749,7 @@ def _json_lines(text: str, max_depth: int, max_values: int, max_chars: int, prin
     if "\\" in text and _NOT_JSON_TEXT.search(text.replace("\\\\", "")):
         raise _Unusual
     root: dict[str, Any] = {}
-    stack: list[tuple[int, dict[str, Any]]] = []  # the open block mappings and their indentation
+    stack: list[tuple[int, dict[str, Any]]] = [(0, root)]  # the open block mappings and their indentation
     waiting: str | None = None  # a key whose block mapping starts on the next line
     lines = text.split("\n")
     if lines.pop() != "":  # the document ends with a line break
@@ -759,23 +759,8 @@ def _json_lines(text: str, max_depth: int, max_values: int, max_chars: int, prin
         if match is None:
             raise _Unusual
         indent, key, value = len(match[1]), match[2], match[3]
-        if waiting is not None:  # the first key of a nested mapping: deeper than its parent
-            if indent <= stack[-1][0]:
-                raise _Unusual
-            nested: dict[str, Any] = {}
-            stack[-1][1][waiting] = nested
-            stack.append((indent, nested))
-            waiting = None
-        elif not stack:
-            if indent:
-                raise _Unusual
-            stack.append((0, root))
-        else:  # the root's indentation is 0, so it is never popped
-            while indent < stack[-1][0]:
-                stack.pop()
-            if indent != stack[-1][0]:
-                raise _Unusual
-        mapping = stack[-1][1]
+        mapping = _block_mapping(stack, waiting, indent)
+        waiting = None
         if key in mapping:
             raise _Unusual
         if value is None:
@@ -799,9 +784,30 @@ def _json_lines(text: str, max_depth: int, max_values: int, max_chars: int, prin
             if len(stack) + deepest >= max_depth:
                 raise _Unusual
         mapping[key] = data
-    if waiting is not None or not stack:
+    if waiting is not None or not root:
         raise _Unusual
     return root
+
+
+def _block_mapping(stack: list[tuple[int, dict[str, Any]]], waiting: str | None, indent: int) -> dict[str, Any]:
+    """The block mapping a key at ``indent`` belongs to, for the line readers; ``_Unusual`` when none.
+
+    ``stack``: the open mappings with their indentation, the root's (0, so never popped)
+    first. ``waiting``: a key of the innermost one whose own mapping starts at this key,
+    which must then be deeper (a key left empty is a null: the parsers read it).
+    """
+    if waiting is not None:
+        if indent <= stack[-1][0]:
+            raise _Unusual
+        nested: dict[str, Any] = {}
+        stack[-1][1][waiting] = nested
+        stack.append((indent, nested))
+        return nested
+    while indent < stack[-1][0]:
+        stack.pop()
+    if indent != stack[-1][0]:
+        raise _Unusual
+    return stack[-1][1]
 
 
 def _no_constant(name: str) -> Any:
@@ -958,19 +964,10 @@ def _block_lines(text: str, max_depth: int, max_values: int, max_chars: int) -> 
                 continue  # a blank line or a comment
             raise _Unusual
         indent, key, rest = len(match[1]), match[2], match[3] or ""
-        if waiting is not None:  # the first key of a nested mapping: deeper than its parent
-            if indent <= stack[-1][0] or len(stack) >= max_depth - 2:
-                raise _Unusual  # a key left empty (null), or deep: the parsers say
-            nested: dict[str, Any] = {}
-            stack[-1][1][waiting] = nested
-            stack.append((indent, nested))
-            waiting = None
-        else:
-            while indent < stack[-1][0]:  # the root's indentation is 0: never popped
-                stack.pop()
-            if indent != stack[-1][0]:
-                raise _Unusual
-        mapping = stack[-1][1]
+        if waiting is not None and len(stack) >= max_depth - 2:
+            raise _Unusual  # deep: the parsers say
+        mapping = _block_mapping(stack, waiting, indent)
+        waiting = None
         if key in mapping or (_resolved.get(key) != _STR and _plain_scalar(key, False) is not key):
             raise _Unusual  # a duplicate, or a key that is not a string (true:, 1:)
         keys += 1
