@@ -67,6 +67,20 @@ def entries() -> list[Path]:
     return sorted(where.glob("*.json")) if where.is_dir() else []
 
 
+def relink(link: Path, target: str | Path) -> None:
+    """Point the symbolic link ``link`` somewhere else (as a pull request may)."""
+    link.unlink()
+    link.symlink_to(target)
+
+
+def two_bases(repo: Path, *, link: str, **bases: str) -> None:
+    """A ``_base.elastic.yaml`` holding each text in a directory of its name; ``link`` leads to the first."""
+    for directory, text in bases.items():
+        (repo / directory).mkdir()
+        (repo / directory / "_base.elastic.yaml").write_text(text)
+    (repo / link).symlink_to(next(iter(bases)))
+
+
 def tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
@@ -164,15 +178,10 @@ def test_a_new_spec_in_a_directory_compiles_again(repo: Path, run: Run) -> None:
 
 
 def test_a_base_reached_through_a_relinked_directory_compiles_again(repo: Path, run: Run) -> None:
-    (repo / "a").mkdir()
-    (repo / "b").mkdir()
-    (repo / "a" / "_base.elastic.yaml").write_text("env: {TEAM_MARKER: team-a}\n")
-    (repo / "b" / "_base.elastic.yaml").write_text("env: {TEAM_MARKER: team-b}\n")
-    (repo / "current").symlink_to("a")
+    two_bases(repo, a="env: {TEAM_MARKER: team-a}\n", b="env: {TEAM_MARKER: team-b}\n", link="current")
     (repo / "job.yaml").write_text("extends: current/_base.elastic.yaml\n" + (repo / "train.yaml").read_text())
     assert "value: team-a" in run("job.yaml")[1]
-    (repo / "current").unlink()
-    (repo / "current").symlink_to("b")
+    relink(repo / "current", "b")
     code, out, _, compiled = run("job.yaml")
     assert (code, compiled) == (0, True)
     assert "value: team-b" in out and "team-a" not in out
@@ -186,8 +195,7 @@ def test_a_base_turned_into_a_link_out_of_the_tree_is_refused_not_replayed(
     assert run("job.yaml")[0] == 0
     outside = tmp_path / "outside.elastic.yaml"
     outside.write_text("namespace: team-a\n")  # the very same bytes
-    (repo / "_base.elastic.yaml").unlink()
-    (repo / "_base.elastic.yaml").symlink_to(outside)
+    relink(repo / "_base.elastic.yaml", outside)
     code, out, err, compiled = run("job.yaml")
     assert (code, out, compiled) == (2, "", True)
     assert "leads outside" in err
@@ -314,17 +322,12 @@ def test_a_hit_loads_no_compiler(repo: Path) -> None:
 
 
 def test_a_second_way_to_a_base_relinked_compiles_again(repo: Path, run: Run) -> None:
-    (repo / "bases").mkdir()
-    (repo / "alt").mkdir()
-    (repo / "bases" / "_base.elastic.yaml").write_text("max_restarts: 3\n")
-    (repo / "alt" / "_base.elastic.yaml").write_text("max_restarts: 5\n")
-    (repo / "link").symlink_to("bases")
+    two_bases(repo, bases="max_restarts: 3\n", alt="max_restarts: 5\n", link="link")
     job = "name: {name}\nimage: x:1\ncommand: [python, t.py]\n"
     (repo / "j1.elastic.yaml").write_text("extends: bases/_base.elastic.yaml\n" + job.format(name="j1"))
     (repo / "j2.elastic.yaml").write_text("extends: link/_base.elastic.yaml\n" + job.format(name="j2"))
     before = run("j1.elastic.yaml", "j2.elastic.yaml")[1]
-    (repo / "link").unlink()
-    (repo / "link").symlink_to("alt")
+    relink(repo / "link", "alt")
     code, after, _, compiled = run("j1.elastic.yaml", "j2.elastic.yaml")
     assert (code, compiled) == (0, True)
     assert after != before
@@ -337,8 +340,7 @@ def test_a_base_named_through_a_relinked_alias_is_checked_again(repo: Path, run:
     (repo / "_bad.elastic.yaml").write_text("max_restarts: -7\n")
     (repo / "_alias.elastic.yaml").symlink_to("_base.elastic.yaml")
     assert run("a.elastic.yaml", "_alias.elastic.yaml")[0] == 0
-    (repo / "_alias.elastic.yaml").unlink()
-    (repo / "_alias.elastic.yaml").symlink_to("_bad.elastic.yaml")
+    relink(repo / "_alias.elastic.yaml", "_bad.elastic.yaml")
     code, out, err, compiled = run("a.elastic.yaml", "_alias.elastic.yaml")
     assert (code, out, compiled) == (2, "", True)
     assert "_alias.elastic.yaml:1:15: max_restarts" in err
@@ -492,8 +494,7 @@ def test_a_base_named_through_a_relinked_directory_before_another_extends_it(rep
     (repo / "job.elastic.yaml").write_text("name: job\nimage: img:1\ncommand: [python, t.py]\n")
     assert run("job.elastic.yaml", "current", "legacy")[0] == 0
     shutil.copy(repo / "bases" / "v1" / "_p.elastic.yaml", repo / "bases" / "v2")
-    (repo / "current").unlink()
-    (repo / "current").symlink_to("bases/v2")
+    relink(repo / "current", "bases/v2")
     (repo / "bases" / "v1" / "_p.elastic.yaml").write_text("image: img:1\nshared_memory: lots\n")
     code, _, err, compiled = run("job.elastic.yaml", "current", "legacy")
     assert (code, compiled) == (2, True)
