@@ -240,16 +240,14 @@ class Resolver:
         return real, base_shown, str(absolute)
 
     def _bytes(self, real: str) -> bytes:
-        """The base's bytes, reached inside the boundary without following a link."""
-        path = Path(real)
+        """The base's bytes, reached inside the boundary without following a link.
+
+        Read as the result cache reads it again: :meth:`safefs.Boundary.read`.
+        """
         try:
-            with self.boundary.directory(path.parent, str(path.parent)) as parent:
-                if parent is None:
-                    raise _Unreadable("no such file")
-                try:
-                    data = safefs.read_regular(parent, path.name, real, limit=MAX_BYTES)
-                except safefs.Refused as e:
-                    raise _Unreadable(f"{safefs.kind(parent, path.name)}, not a regular file; not read") from e
+            data = self.boundary.read(Path(real), MAX_BYTES)
+        except safefs.NotRegular as e:
+            raise _Unreadable(f"{e.kind}, not a regular file; not read") from e
         except safefs.Refused as e:  # a link on the way, swapped after we resolved it
             raise _Unreadable(f"a symbolic link on its way leads outside {safefs.display(self.boundary.root)}") from e
         except OSError as e:

@@ -42,6 +42,15 @@ class Refused(Exception):
     """A path we will not use; the message is one line naming it (never a link's target)."""
 
 
+class NotRegular(Refused):
+    """A file we would read is not a regular file; ``kind`` says what it is, in words."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        """``message``: the line naming it; ``kind``: what :func:`kind` says it is."""
+        super().__init__(message)
+        self.kind = kind
+
+
 def work_tree(start: Path | None = None) -> Path:
     """The git working tree containing ``start`` (default: the current directory), else ``start`` itself."""
     here = Path(os.path.realpath(start or Path.cwd()))
@@ -115,8 +124,8 @@ class Boundary:
     def read(self, path: Path, limit: int = MAX_READ) -> bytes | None:
         """The regular file ``path`` (at most ``limit`` + 1 bytes), reached inside; None when absent.
 
-        Raises :class:`Refused` for a link leading out on the way or a file that is not
-        regular, ``OSError`` when it cannot be read.
+        Raises :class:`Refused` for a link leading out on the way (:class:`NotRegular` for a
+        file that is not regular), ``OSError`` when it cannot be read.
         """
         with self.directory(path.parent, str(path.parent)) as parent:
             return None if parent is None else read_regular(parent, path.name, str(path), limit)
@@ -180,7 +189,7 @@ def kind(parent: int, name: str) -> str:
 def read_regular(parent: int, name: str, shown: str, limit: int = MAX_READ) -> bytes | None:
     """The bytes of the regular file ``name`` (at most ``limit`` + 1); None when it does not exist.
 
-    A link, a directory, a FIFO or a device is refused by name.
+    A link, a directory, a FIFO or a device is refused by name (:class:`NotRegular`).
     """
     try:
         fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=parent)
@@ -188,11 +197,11 @@ def read_regular(parent: int, name: str, shown: str, limit: int = MAX_READ) -> b
         return None
     except OSError as e:
         if e.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EMLINK):
-            raise Refused(f"{shown}: {kind(parent, name)}, not a file elastic-compile wrote") from e
+            raise _not_regular(parent, name, shown) from e
         raise
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Refused(f"{shown}: {kind(parent, name)}, not a file elastic-compile wrote")
+            raise _not_regular(parent, name, shown)
         chunks = []
         size = 0
         while size <= limit:
@@ -204,6 +213,11 @@ def read_regular(parent: int, name: str, shown: str, limit: int = MAX_READ) -> b
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def _not_regular(parent: int, name: str, shown: str) -> NotRegular:
+    what = kind(parent, name)
+    return NotRegular(f"{shown}: {what}, not a file elastic-compile wrote", what)
 
 
 def create(parent: int, name: str, data: bytes, mode: int) -> None:
