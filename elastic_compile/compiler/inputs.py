@@ -12,7 +12,11 @@ being a job.
 Under a directory, specs are found in a stable order (by path, component by component);
 hidden entries (``.git``, ``.venv``) are skipped, symbolic links are never followed (a
 link named like a spec that leads outside the boundary is an error, any other one a
-note), and the walk is bounded (:data:`MAX_ENTRIES`, :data:`MAX_DEPTH`).
+note), and the walk is bounded (:data:`MAX_ENTRIES`, :data:`MAX_DEPTH`). A spec named
+itself is read where its links lead, unless it is inside the boundary as written and a
+link leads it out: then it is an error, and the file is never opened (a pull request can
+turn a spec a CI command names into a link to a secret, whose first line an error would
+quote). A path outside the boundary as written is the command's own choice, and is read.
 """
 
 from __future__ import annotations
@@ -75,6 +79,15 @@ class _Walk:
         self.seen.add(real)
         (self.inputs.bases if is_base_name(os.path.basename(path)) else self.inputs.jobs).append(path)
 
+    def leads_out(self, path: str) -> bool:
+        """True for a path inside the boundary as written that a link on its way leads out of."""
+        return safefs.inside(Path(os.path.abspath(path)), self.boundary) and not safefs.inside(
+            Path(os.path.realpath(path)), self.boundary
+        )
+
+    def leads_out_message(self) -> str:
+        return f"a symbolic link that leads outside {safefs.display(self.boundary)}; not followed"
+
     def directory(self, top: str) -> None:
         found: list[str] = []
         problems = len(self.inputs.problems)
@@ -110,10 +123,7 @@ class _Walk:
             if not is_spec_name(entry.name):
                 return
             if not safefs.inside(Path(os.path.realpath(path)), self.boundary):
-                where = safefs.display(self.boundary)
-                self.inputs.problems.append(
-                    Problem(path, 1, 1, "spec", f"a symbolic link that leads outside {where}; not followed")
-                )
+                self.inputs.problems.append(Problem(path, 1, 1, "spec", self.leads_out_message()))
             else:
                 self.inputs.notes.append(f"{path}: a symbolic link, not followed; name the file it points to")
             return
@@ -142,6 +152,10 @@ def collect(args: Sequence[str], boundary: Path) -> Inputs:
         if arg != "-" and os.path.isdir(arg):
             inputs.directories = True
             walk.directory(arg)
+        elif arg != "-" and walk.leads_out(arg):
+            # A spec in the tree that a pull request turned into a link to a file outside:
+            # never read (its first line would be quoted back in an error) nor shown.
+            inputs.problems.append(Problem(arg, 1, 1, "spec", walk.leads_out_message()))
         else:
             walk.add(arg)
     return inputs

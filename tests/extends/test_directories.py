@@ -184,6 +184,29 @@ def test_links_in_a_walked_directory_are_never_followed(
     assert "s3cr3t" not in err and "elsewhere" not in err
 
 
+def test_a_spec_named_that_links_out_of_the_tree_is_never_read(
+    write: Write, tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A spec a CI command names, turned by a pull request into a link to a file outside."""
+    write(LAYOUT)
+    outside = tree.parent / "elsewhere"
+    outside.mkdir()
+    (outside / "credentials").write_text("https://bot:s3cr3t@example.com\n")
+    (outside / "job.elastic.yaml").write_text("name: evil\nimage: reg/s3cr3t:1\ncommand: [x]\n")
+    os.symlink(outside / "credentials", tree / "specs/creds.elastic.yaml")
+    os.symlink(outside, tree / "linked")
+    os.symlink("zeta.elastic.yaml", tree / "specs/zz.elastic.yaml")
+    for named in ("specs/creds.elastic.yaml", "linked/job.elastic.yaml"):
+        for extra in ((), ("-o", "out"), ("--root", str(tree))):
+            code, out, err = run(capsys, named, *extra)
+            assert (code, out) == (2, "")
+            assert err == f"{named}:1:1: spec: a symbolic link that leads outside {tree}; not followed\n"
+            assert not (tree / "out").exists()
+    # A link that stays inside, and a path outside as written (the command's own choice), are read.
+    assert run(capsys, "specs/zz.elastic.yaml")[0] == 0
+    assert run(capsys, "--root", str(tree / "specs"), str(outside / "job.elastic.yaml"))[0] == 0
+
+
 def test_no_specs_and_only_bases(write: Write, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write({"empty/README.md": "nothing here\n", "bases/_a.elastic.yaml": "image: reg/t:1\n"})
     assert run(capsys, "empty")[1:] == (
