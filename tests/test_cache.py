@@ -501,6 +501,23 @@ def test_a_base_named_through_a_relinked_directory_before_another_extends_it(rep
     assert "bases/v1/_p.elastic.yaml:2:16: shared_memory" in err
 
 
+def test_a_directory_turned_into_a_link_that_a_base_path_goes_up_out_of_compiles_again(repo: Path, run: Run) -> None:
+    # u/sub/../_b is u/_b as written; once u/sub is a link to t/sub the system reaches t/_b,
+    # which the compile refuses: the replay must not hold because the spec and u/_b are unchanged.
+    for directory, restarts in (("t", 5), ("u", 3)):
+        (repo / directory / "sub").mkdir(parents=True)
+        (repo / directory / "_b.elastic.yaml").write_text(f"max_restarts: {restarts}\n")
+    (repo / "u" / "k.elastic.yaml").write_text(
+        "extends: sub/../_b.elastic.yaml\nname: k\nimage: x:1\ncommand: [python, t.py]\n"
+    )
+    assert run("u/k.elastic.yaml")[0] == 0
+    (repo / "u" / "sub").rmdir()
+    (repo / "u" / "sub").symlink_to("../t/sub")
+    code, out, err, compiled = run("u/k.elastic.yaml")
+    assert (code, out, compiled) == (2, "", True)
+    assert err.startswith("u/k.elastic.yaml:1:10: extends: goes up (..) out of a symbolic link")
+
+
 def _package_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     package = tmp_path / "elastic_compile"
     shutil.copytree(Path(cache.__file__).parents[1], package, ignore=shutil.ignore_patterns("__pycache__"))

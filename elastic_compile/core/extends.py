@@ -8,8 +8,10 @@ Bases arrive in pull requests like specs, so reading them is confined as ``-o`` 
 (:mod:`elastic_compile.core.safefs`): a base must be inside the boundary (``--root``, by
 default the git working tree), as written and once every symbolic link on its path is
 resolved; a link that leads out is refused with one located line, and its target is never
-opened or printed. The file itself is opened without following a link, relative to its
-directory's descriptor, only when it is a regular file, and read up to the loader's limit.
+opened or printed. A ``..`` that goes up out of a linked directory, where the system reaches
+another file than the path names as written, is refused too. The file itself is opened
+without following a link, relative to its directory's descriptor, only when it is a regular
+file, and read up to the loader's limit.
 A chain holds at most :data:`MAX_BASES` bases and :data:`MAX_CHAIN_BYTES` of YAML
 together, and a spec merged with its bases expands to no more values and characters than
 the loader allows one document (aliases counted in every file); a cycle, a missing file and
@@ -226,7 +228,10 @@ class Resolver:
         if os.path.isabs(value) or value.startswith("~"):
             raise SpecError([self._at(loaded, "must be a path relative to this file, so the repository can move")])
         base_shown = os.path.normpath(os.path.join(os.path.dirname(shown), value))
-        absolute = Path(os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(shown)), value)))
+        # As written, before anything is normalised: the system resolves each link before the
+        # ``..`` after it, where ``absolute`` takes ``..`` away with the name before it.
+        joined = os.path.join(os.getcwd(), os.path.dirname(shown), value)
+        absolute = Path(os.path.normpath(joined))
         root = self.boundary.root
         if not safefs.inside(absolute, root):
             raise SpecError(
@@ -237,7 +242,30 @@ class Resolver:
             raise SpecError(
                 [self._at(loaded, f"a symbolic link that leads outside {safefs.display(root)}; not followed")]
             )
+        if os.pardir in joined.split(os.sep):
+            self._through(loaded, joined, real)
         return real, base_shown, str(absolute)
+
+    def _through(self, loaded: Loaded, joined: str, real: str) -> None:
+        """Refuse a path whose ``..`` goes up out of a symbolic link to another file than as written.
+
+        ``u/sub/../_b.elastic.yaml`` is ``u/_b.elastic.yaml`` as written, but when ``u/sub``
+        is a link to ``t/sub`` the system (and ``cat``) reach ``t/_b.elastic.yaml``. Either
+        reading would surprise whoever reads the other way, so neither is chosen; where both
+        ways lead to the one file, the path is read as before.
+        """
+        if os.path.realpath(joined) != real:
+            raise SpecError(
+                [
+                    self._at(
+                        loaded,
+                        "goes up (..) out of a symbolic link, so the system reaches another file than this "
+                        "path names as written; write the path without going up through a link",
+                    )
+                ]
+            )
+        # The result cache checks this way again too: a directory turned into a link since refuses.
+        self._led(joined, real)
 
     def _bytes(self, real: str) -> bytes:
         """The base's bytes, reached inside the boundary without following a link.

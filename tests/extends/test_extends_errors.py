@@ -301,6 +301,52 @@ def test_a_symbolic_link_inside_the_tree_is_read_where_it_leads(
     assert run(capsys, "job.elastic.yaml")[0] == 0
 
 
+GOES_UP = (
+    "extends: goes up (..) out of a symbolic link, so the system reaches another file than this path names "
+    "as written; write the path without going up through a link (given: ../_b.elastic.yaml)"
+)
+
+
+def test_going_up_out_of_a_linked_directory_to_another_file_is_refused(
+    write: Write, tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # u/sub -> ../t/sub stays inside, but u/sub/.. is t for the system and u as written.
+    write(
+        {
+            "t/_b.elastic.yaml": "image: reg/t:1\n",
+            "u/_b.elastic.yaml": "image: reg/u:1\n",
+            "t/sub/j.elastic.yaml": "extends: ../_b.elastic.yaml\n" + JOB,
+            "u/other/k.elastic.yaml": "extends: ../sub/../_b.elastic.yaml\n" + JOB.replace("job", "k"),
+        }
+    )
+    os.symlink("../t/sub", tree / "u/sub")
+    code, out, err = run(capsys, "u/sub/j.elastic.yaml", "u/other/k.elastic.yaml")
+    assert (code, out) == (2, "")
+    assert lines(err) == [
+        f"u/sub/j.elastic.yaml:1:10: {GOES_UP}",
+        "u/other/k.elastic.yaml:1:10: " + GOES_UP.replace("../_b", "../sub/../_b"),
+    ]
+    # Where the link leads, the same spec reads its neighbour; only the way up through the link is refused.
+    code, out, err = run(capsys, "t/sub/j.elastic.yaml")
+    assert (code, err, out.count("image: reg/t:1")) == (0, "", 1)
+    # Both ways reaching one file (u/_b is a link to t/_b) is read as before, and so is ".." over no link.
+    os.remove(tree / "u/_b.elastic.yaml")
+    os.symlink("../t/_b.elastic.yaml", tree / "u/_b.elastic.yaml")
+    code, out, err = run(capsys, "u/sub/j.elastic.yaml", "u/other/k.elastic.yaml")
+    assert (code, err, out.count("image: reg/t:1")) == (0, "", 2)
+
+
+def test_going_up_to_a_base_missing_as_written_is_refused_the_same(
+    write: Write, tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The system would find t/_b; as written u/_b does not exist: the same line, not "no such file".
+    write({"t/_b.elastic.yaml": "image: reg/t:1\n", "t/sub/j.elastic.yaml": "extends: ../_b.elastic.yaml\n" + JOB})
+    (tree / "u").mkdir()
+    os.symlink("../t/sub", tree / "u/sub")
+    code, out, err = run(capsys, "u/sub/j.elastic.yaml")
+    assert (code, out, lines(err)) == (2, "", [f"u/sub/j.elastic.yaml:1:10: {GOES_UP}"])
+
+
 def test_root_widens_the_boundary(write: Write, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tree.parent / "_shared.elastic.yaml").write_text("image: reg/t:1\n")
     write({"job.elastic.yaml": "extends: ../_shared.elastic.yaml\n" + JOB})
