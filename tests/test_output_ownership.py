@@ -99,6 +99,26 @@ def test_a_directory_holding_git_is_refused(tree: Path, capsys: pytest.CaptureFi
     assert sorted(p.name for p in nested.iterdir()) == [".git"]
 
 
+@pytest.mark.parametrize("where", [".git/hooks", ".git", "sub/.git/x", ".GIT/x", "hooks", "hooks/x"])
+@pytest.mark.parametrize("check", [False, True])
+def test_a_directory_inside_git_is_refused(
+    tree: Path, capsys: pytest.CaptureFixture[str], where: str, check: bool
+) -> None:
+    """A hook written there would run as the user's git; ``hooks`` is a committed link to .git/hooks."""
+    subprocess.run(["git", "init", "-q", str(tree / "sub")], check=True)
+    (tree / "hooks").symlink_to(".git/hooks")
+    before = files(tree)
+    git_before = sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if ".git" in p.parts)
+    code, out, err = run(capsys, "train.yaml", "-o", where, *(["--check"] if check else []))
+    assert (code, out) == (2, "")
+    assert err == (
+        f"elastic-compile: error: {where}: is .git or inside it; "
+        "elastic-compile writes only into a directory of its own\n"
+    )
+    assert files(tree) == before
+    assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if ".git" in p.parts) == git_before
+
+
 def test_an_ancestor_of_the_working_tree_is_refused(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Even when --root allows writing there."""
     (tree / "src" / "deep").mkdir()

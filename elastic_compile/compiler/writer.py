@@ -11,9 +11,9 @@ so they can be removed.
 A file at a path we would write that is not ours is refused (one line, exit 2) unless it
 already holds exactly the bytes we would write (nothing can be lost by taking it over: how
 a base written before the manifest existed is adopted). DIR itself is refused when it holds
-a spec being compiled or a ``.git``, or when it is the working tree or one of its
-ancestors; it must be inside the boundary of :mod:`elastic_compile.core.safefs`, and no
-symbolic link inside it is followed.
+a spec being compiled or a ``.git``, when it is inside a ``.git``, or when it is the working
+tree or one of its ancestors; it must be inside the boundary of
+:mod:`elastic_compile.core.safefs`, and no symbolic link inside it is followed.
 
 Writes are all-or-nothing: every new file is first written to a temporary file beside its
 target, then each is renamed into place (the old file kept as a hard link until the end);
@@ -175,6 +175,11 @@ def _survey(dir_fd: int | None, plan: _Plan, files: dict[str, bytes]) -> None:
         plan.foreign = [name for name in safefs.entries(dir_fd, _MAX_ENTRIES) if name not in ours]
 
 
+def _in_git(path: Path) -> bool:
+    """Whether ``path`` goes through a directory named ``.git`` (in any case: macOS folds it)."""
+    return any(part.lower() == ".git" for part in path.parts)
+
+
 def _plan(target: Path, files: dict[str, str], boundary: safefs.Boundary, specs: Sequence[str]) -> _Plan:
     shown = str(target)
     plan = _Plan(shown)
@@ -194,6 +199,9 @@ def _plan(target: Path, files: dict[str, str], boundary: safefs.Boundary, specs:
             f"{shown}: is the working tree {safefs.display(tree)} or contains it; "
             "elastic-compile writes only into a directory of its own"
         )
+    if _in_git(target) or (safefs.inside(real, boundary.root) and _in_git(real.relative_to(boundary.root))):
+        # As written and where its links lead: hooks and config there run as the user's git.
+        plan.problems.append(f"{shown}: is .git or inside it; elastic-compile writes only into a directory of its own")
     for spec in specs:
         if spec != "-" and safefs.inside(Path(os.path.realpath(spec)), real):
             plan.problems.append(f"{shown}: contains the spec {spec}; write the base to a directory of its own")
