@@ -466,6 +466,26 @@ def test_a_link_in_the_package_and_a_removed_directory(
     assert code == 0 and "kind: PyTorchJob" in out
 
 
+def test_a_relative_directory_is_not_used_and_said_once(repo: Path, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ELASTIC_COMPILE_CACHE_DIR=cache would be a new cache under each directory a run starts in.
+    before = sorted(p.name for p in repo.iterdir())
+    for relative in ("cache", "./cache", "~/cache"):
+        monkeypatch.setenv(cache.DIR_ENV, relative)
+        monkeypatch.setattr(cache, "_refused", set())
+        first, second = run("train.yaml"), run("train.yaml")
+        assert first[0] == second[0] == 0 and first[3] and second[3]  # each compiled: nothing stored
+        assert first[2] == (
+            f"elastic-compile: note: the cache {Path(relative)} is not used: it must be an absolute path, "
+            f"or set {cache.DIR_ENV}\n"
+        )
+        assert second[2] == ""  # said once per process (a run is one)
+        assert cache.directory() is None
+    assert sorted(p.name for p in repo.iterdir()) == before and not Path("~").exists()
+    monkeypatch.setenv(cache.DIR_ENV, "")  # empty: off, without a note
+    monkeypatch.setattr(cache, "_refused", set())
+    assert cache.directory() is None and run("train.yaml")[2] == ""
+
+
 def test_an_unusable_directory_is_named_once(
     repo: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -25,9 +25,10 @@ pipe: reading them again would take what the compile must read) are never stored
 
 The cache is a directory of the user's own: ``$ELASTIC_COMPILE_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/elastic-compile``, else ``~/.cache/elastic-compile``; ``--no-cache``
-or ``ELASTIC_COMPILE_CACHE_DIR=""`` turn it off. It is created with mode 0700 and used
-only while it is a directory (not a link) owned by the user that nobody else may read or
-write; entries are files of mode 0600, read without following links, bounded in size,
+or ``ELASTIC_COMPILE_CACHE_DIR=""`` turn it off; a relative one is not used (and said so).
+It is created with mode 0700 and used only while it is a directory (not a link) owned by
+the user that nobody else may read or write; entries are files of mode 0600, read without
+following links, bounded in size,
 checked against a digest of their own and then against the shape we write (a stored result
 is data, never trusted as code or as a path: the writer checks every name it writes), and
 at most :data:`MAX_ENTRIES` of :data:`MAX_TOTAL_BYTES` together are kept (the least recently
@@ -115,6 +116,10 @@ def directory() -> Path | None:
     """The cache directory this run would use (None: the cache is off)."""
     configured = os.environ.get(DIR_ENV)
     if configured is not None:
+        if configured and not os.path.isabs(configured):
+            # Relative, it would be a new cache in each directory a run starts in (inside the checkout).
+            _refuse(Path(configured), "it must be an absolute path")
+            return None
         return Path(configured) if configured else None
     xdg = os.environ.get("XDG_CACHE_HOME")
     if xdg and os.path.isabs(xdg):
