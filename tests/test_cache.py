@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic_compile.compiler import cache, cli
+from elastic_compile.compiler import cache, cachedir, cli
 from elastic_compile.core import crdcheck
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -471,7 +471,7 @@ def test_a_relative_directory_is_not_used_and_said_once(repo: Path, run: Run, mo
     before = sorted(p.name for p in repo.iterdir())
     for relative in ("cache", "./cache", "~/cache"):
         monkeypatch.setenv(cache.DIR_ENV, relative)
-        monkeypatch.setattr(cache, "_refused", set())
+        monkeypatch.setattr(cachedir, "_refused", set())
         first, second = run("train.yaml"), run("train.yaml")
         assert first[0] == second[0] == 0 and first[3] and second[3]  # each compiled: nothing stored
         assert first[2] == (
@@ -482,7 +482,7 @@ def test_a_relative_directory_is_not_used_and_said_once(repo: Path, run: Run, mo
         assert cache.directory() is None
     assert sorted(p.name for p in repo.iterdir()) == before and not Path("~").exists()
     monkeypatch.setenv(cache.DIR_ENV, "")  # empty: off, without a note
-    monkeypatch.setattr(cache, "_refused", set())
+    monkeypatch.setattr(cachedir, "_refused", set())
     assert cache.directory() is None and run("train.yaml")[2] == ""
 
 
@@ -493,7 +493,7 @@ def test_an_unusable_directory_is_named_once(
     real.mkdir(mode=0o700)
     (tmp_path / "link").symlink_to(real)
     monkeypatch.setenv(cache.DIR_ENV, str(tmp_path / "link"))
-    monkeypatch.setattr(cache, "_refused", set())
+    monkeypatch.setattr(cachedir, "_refused", set())
     err = run("train.yaml")[2]
     assert err.count("is not used") == 1 and "symbolic link" in err
     for home in ("", "relative/home"):

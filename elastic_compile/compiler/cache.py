@@ -39,7 +39,6 @@ the compiler.
 from __future__ import annotations
 
 import argparse
-import errno
 import hashlib
 import json
 import os
@@ -53,12 +52,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from elastic_compile.compiler import inputs, writer
+from elastic_compile.compiler.cachedir import DIR_ENV, directory, open_directory
 from elastic_compile.core import safefs
-from elastic_compile.core.errors import SpecError, printable
+from elastic_compile.core.errors import SpecError
 from elastic_compile.core.source import MAX_BYTES, read_input
 
-#: The environment variable naming the cache directory (empty: no cache).
-DIR_ENV: Final = "ELASTIC_COMPILE_CACHE_DIR"
 #: Entries kept at most; a store beyond it removes the least recently used down to 3/4 of it.
 MAX_ENTRIES: Final = 512
 #: The largest entry stored or read: 500 specs' bases are about 5 MB.
@@ -110,26 +108,6 @@ class Hit:
     found: inputs.Inputs
     stderr: str
     result: Result
-
-
-def directory() -> Path | None:
-    """The cache directory this run would use (None: the cache is off)."""
-    configured = os.environ.get(DIR_ENV)
-    if configured is not None:
-        if configured and not os.path.isabs(configured):
-            # Relative, it would be a new cache in each directory a run starts in (inside the checkout).
-            _refuse(Path(configured), "it must be an absolute path")
-            return None
-        return Path(configured) if configured else None
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "elastic-compile"
-    try:
-        home = Path.home()
-    except RuntimeError:  # no home directory to be found: no cache
-        return None
-    # An empty or relative HOME would put the cache under / or the current directory.
-    return home / ".cache" / "elastic-compile" if home.is_absolute() and str(home) != "/" else None
 
 
 def applies(argv: Sequence[str]) -> bool:
@@ -212,49 +190,6 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# --------------------------------------------------------------------------- the directory
-
-
-def _open_directory(path: Path, *, create: bool) -> int | None:
-    """The cache directory, opened without following a link; None when it may not be used.
-
-    Another user's directory, one others may read or write, or a link, is never used: an
-    entry is printed and written as our own output. Said once on stderr; a cache that cannot
-    be created (a read-only home in CI) is silently off.
-    """
-    if create:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
-        except OSError:
-            return None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC)
-    except OSError as e:
-        if e.errno in (errno.ELOOP, errno.ENOTDIR):
-            _refuse(path, "it is a symbolic link or not a directory; name the directory itself")
-        return None
-    info = os.fstat(fd)
-    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
-        os.close(fd)
-        _refuse(path, "it must be a directory of yours that nobody else may read or write (chmod 700 it)")
-        return None
-    return fd
-
-
-_refused: set[str] = set()
-
-
-def _refuse(path: Path, why: str) -> None:
-    """Say once per run why the cache directory is not used: it needs the user's attention."""
-    if str(path) not in _refused:
-        _refused.add(str(path))
-        shown = printable(str(path))
-        print(f"elastic-compile: note: the cache {shown} is not used: {why}, or set {DIR_ENV}", file=sys.stderr)
-
-
 def _read_entry(dir_fd: int, name: str) -> dict[str, Any] | None:
     try:
         fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0), dir_fd=dir_fd)
@@ -293,7 +228,7 @@ class Store:
 
     def lookup(self) -> Hit | None:
         """The stored run for this command line, when it holds for the inputs as they are now."""
-        dir_fd = _open_directory(self.path, create=False)
+        dir_fd = open_directory(self.path, create=False)
         if dir_fd is None:
             return None
         try:
@@ -351,7 +286,7 @@ class Store:
         body = json.dumps(entry, separators=(",", ":")).encode("ascii")
         if len(body) > MAX_ENTRY_BYTES:
             return
-        dir_fd = _open_directory(self.path, create=True)
+        dir_fd = open_directory(self.path, create=True)
         if dir_fd is None:
             return
         try:
