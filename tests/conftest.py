@@ -53,11 +53,34 @@ def check_manifest(pytorchjob_validator: crdcheck.CrdValidator) -> Callable[[Map
 @pytest.fixture(scope="session", autouse=True)
 def _no_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Fixtures wider than one test run the CLI too: their runs never reach the user's ``~/.cache``."""
-    from elastic_compile.compiler import cache
+    from elastic_compile.compiler import cache, server
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(cache.DIR_ENV, str(tmp_path_factory.mktemp("session-cache") / "elastic-compile"))
+        # No run of the suite starts a compile server, except in tests/test_server.py, which
+        # stops each it starts: a server left behind would outlive the suite by minutes.
+        patch.setenv(server.MODE_ENV, "off")
         yield
+    assert not _servers_below(tmp_path_factory.getbasetemp()), "a test left a compile server running"
+
+
+def _servers_below(base: Path) -> list[int]:
+    """The compile servers whose cache directory is under ``base`` (their environment names it)."""
+    found: list[int] = []
+    if not os.path.isdir("/proc"):
+        return found  # no server runs where there is no /proc either
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"elastic_compile.compiler.server import serve" not in f.read():
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(v.startswith(b"ELASTIC_COMPILE_CACHE_DIR=" + os.fsencode(base)) for v in environ):
+            found.append(int(pid))
+    return found
 
 
 @pytest.fixture(autouse=True)

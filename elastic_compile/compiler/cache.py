@@ -120,6 +120,17 @@ def applies(argv: Sequence[str]) -> bool:
 # --------------------------------------------------------------------------- the key
 
 
+#: The package's digest, set by a compile server once it loaded the package: it checks before
+#: each run it forks that no file of the package changed since, so its runs need not read it again.
+_known_package: str | None = None
+
+
+def remember_package() -> None:
+    """Compute the package's digest once, for every run forked from this process (the compile server)."""
+    global _known_package  # noqa: PLW0603 -- set once, in the server, before any run forks
+    _known_package = _package_digest()
+
+
 def _package_digest() -> str:
     """A digest of every file of the ``elastic_compile`` package (code, templates, schemas), by content.
 
@@ -222,7 +233,7 @@ class Store:
     def __init__(self, argv: Sequence[str], path: Path) -> None:
         """``argv``: the command line after the program's name; ``path``: the cache directory."""
         self.path = path
-        self.package = _package_digest()
+        self.package = _known_package or _package_digest()
         self.key = _key(argv, self.package)
         self.name = self.key + _SUFFIX
 
@@ -261,8 +272,10 @@ class Store:
         if not all(how != "spec" or _regular(path) for how, path, _, _ in sources):
             return
         try:
-            if _package_digest() != self.package:
-                return  # the compiler changed during the run (a checkout, an install): which one compiled?
+            if _known_package is None and _package_digest() != self.package:
+                # The compiler changed during the run (a checkout, an install): which one compiled?
+                # (A server's run compiles with what the server loaded, keyed by its digest.)
+                return
         except (OSError, ValueError):
             return
         texts: dict[str, int] = {}

@@ -141,6 +141,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list == ["--version"]:  # what argparse would print, without importing the compiler
         sys.stdout.write(f"elastic-compile {__version__}\n")
         return EXIT_OK
+    from elastic_compile.compiler import server
+
+    if args_list[:1] == ["server"]:
+        return server.command(args_list[1:])
+    try:
+        wanted = server.mode() != "off"
+    except server.ModeError as e:
+        print(f"elastic-compile: error: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    if wanted and server.routed(args_list):
+        served = server.call(args_list)  # None: no server took it, and nothing of it ran
+        if served is not None:
+            return served
+    code = _main(args_list)
+    if wanted and server.wanted_after(args_list):
+        server.start()  # for the next command: this one is done
+    return code
+
+
+def _main(args_list: list[str]) -> int:
+    """The command, run in this process."""
     from elastic_compile.core.errors import CompileError, SpecError
 
     debug = "--debug" in args_list

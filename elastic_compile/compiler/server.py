@@ -1,0 +1,807 @@
+"""The compile server: a warm compiler that runs each command in a fork of itself.
+
+Starting the compiler (PyYAML, Jinja2, pydantic and the spec models) costs several times
+the interpreter's own start, and an editor or a pre-commit hook starts it on every save.
+The result cache only helps when nothing changed; the server helps when something did.
+
+* **The client** is the start of every ``elastic-compile`` command except ``run`` and
+  ``server``. It looks for a server of *this* interpreter (same executable, ``sys.path``,
+  flags, user, groups, resource limits, namespaces and package directory: the key) in the
+  cache directory, and hands it the run: the arguments, the environment, the umask, the
+  current directory and standard input, output and error *as open descriptors*, so the run
+  reads and writes exactly what it would here. It then waits, passing on SIGINT, SIGTERM
+  and SIGHUP, and ends as the run ended (its exit code, or the signal that ended it).
+  When there is no usable server, the command runs in the client as it always did; output
+  is the same either way, byte for byte.
+* **The server** (one process per key) imported and warmed the compiler once, then only
+  accepts connections. For each it forks a *handler*, which reads the request and forks a
+  *worker*: a fresh copy of the warm compiler that takes the client's descriptors,
+  directory, environment and arguments and runs the command as ``main`` would. Nothing a
+  run does reaches the server or another run. The server stops when any file of the
+  package, the interpreter or a ``sys.path`` directory changes (checked before each run;
+  the client then runs the command itself), after :data:`IDLE_SECONDS` without a run, and
+  on ``elastic-compile server stop``.
+
+``ELASTIC_COMPILE_SERVER``: ``auto`` (the default) uses a running server and, after a
+command that compiled here, starts one in the background, except in CI (``$CI`` set);
+``on`` does the same in CI too; ``off`` neither uses nor starts one. No server runs where
+there is no cache directory (``ELASTIC_COMPILE_CACHE_DIR=""``), and only on Linux (the
+client passes descriptors and checks the peer's user with ``SO_PEERCRED``).
+
+The socket is ``server-<key>.sock`` in the cache directory, whose rules (a directory of
+the user's own that nobody else may read or write, never a link) keep other users out;
+both ends also check the other's user id. Requests are bounded in size and number
+(:data:`MAX_REQUEST_BYTES`, :data:`MAX_RUNS` at once); the server binds nothing but that
+file. This module imports nothing of the compiler until a server starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from collections.abc import Sequence
+from typing import Any, Final
+
+from elastic_compile.compiler import cachedir
+
+#: The environment variable choosing whether a server is used and started.
+MODE_ENV: Final = "ELASTIC_COMPILE_SERVER"
+MODES: Final = ("auto", "on", "off")
+#: A server with no run for this long stops.
+IDLE_SECONDS: Final = 600
+#: Runs at once; a client beyond it runs its command itself.
+MAX_RUNS: Final = 8
+#: The largest request (arguments and environment) a handler reads.
+MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
+#: How long a client waits for a server to take its run before running it itself.
+_HANDSHAKE_SECONDS: Final = 5.0
+#: Commands never handed to a server: ``run`` starts and supervises processes of its own.
+_LOCAL: Final = frozenset({"run", "server"})
+#: Signals a client passes on to its run.
+_FORWARDED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_FORMAT: Final = 1
+_MAGIC: Final = b"ECS1"
+_HEADER: Final = struct.Struct("!4sI")
+_STATUS: Final = struct.Struct("!cBi")  # b"X", 0 exited / 1 killed by a signal, the code or signal
+_PEER: Final = struct.Struct("3i")  # struct ucred: pid, uid, gid
+_READY, _GO = b"R", b"G"
+_PACKAGE: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PREFIX, _SOCKET, _LOCK = "server-", ".sock", ".lock"
+
+#: Set in a server and its forks: a worker's ``main`` must run the command, not call a server.
+_serving = False
+
+
+class ModeError(ValueError):
+    """``$ELASTIC_COMPILE_SERVER`` holds a value that is not one of :data:`MODES`."""
+
+
+def mode() -> str:
+    """``auto``, ``on`` or ``off``, from ``$ELASTIC_COMPILE_SERVER`` (unset or empty: ``auto``)."""
+    value = os.environ.get(MODE_ENV, "") or "auto"
+    if value not in MODES:
+        shown = json.dumps(value[:80])  # one line, whatever the variable holds
+        raise ModeError(f"{MODE_ENV}: expected auto, on or off (given: {shown})")
+    return value
+
+
+def available() -> bool:
+    """Whether this platform can run a server (descriptor passing, peer credentials, /proc)."""
+    return sys.platform == "linux" and hasattr(socket, "send_fds") and hasattr(os, "pidfd_open")
+
+
+def routed(argv: Sequence[str]) -> bool:
+    """Whether a command with ``argv`` may be handed to a server at all."""
+    return not _serving and available() and not (argv[:1] and argv[0] in _LOCAL)
+
+
+# --------------------------------------------------------------------------- the key
+
+
+def key() -> str | None:
+    """What makes two processes interchangeable for a run: None when this one may not use a server.
+
+    A relative ``sys.path`` entry would import from the current directory, which differs
+    from run to run: such an interpreter never shares a server.
+    """
+    import hashlib
+    import resource
+
+    if any(not os.path.isabs(entry) and not _path_hook(entry) for entry in sys.path):
+        return None
+    limits = sorted(
+        (name, resource.getrlimit(getattr(resource, name))) for name in dir(resource) if name.startswith("RLIMIT_")
+    )
+    namespaces = []
+    for kind in ("mnt", "pid", "user", "net", "ipc", "uts", "cgroup"):
+        try:
+            namespaces.append(os.stat(f"/proc/self/ns/{kind}").st_ino)
+        except OSError:
+            namespaces.append(-1)
+    material = {
+        "format": _FORMAT,
+        "executable": sys.executable,
+        "version": sys.version,
+        "path": sys.path,
+        "flags": list(sys.flags),
+        "fs": [sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()],
+        "ids": [os.getuid(), os.geteuid(), os.getgid(), os.getegid(), sorted(os.getgroups())],
+        "limits": limits,
+        "namespaces": namespaces,
+        "package": _PACKAGE,
+        # Read while the interpreter and the libraries start, so a server has its starter's.
+        "env": sorted(
+            (k, v)
+            for k, v in os.environ.items()
+            if k in ("LC_ALL", "LC_CTYPE", "LANG", "PYTHONHASHSEED") or k.startswith("PYDANTIC_")
+        ),
+    }
+    return hashlib.sha256(json.dumps(material).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def _path_hook(entry: str) -> bool:
+    """A ``sys.path`` entry that names an import hook, not a directory (setuptools' editable installs)."""
+    return entry.startswith("__editable__.") and entry.endswith(".__path_hook__")
+
+
+def _directory(*, create: bool) -> int | None:
+    where = cachedir.directory()
+    return None if where is None else cachedir.open_directory(where, create=create)
+
+
+def _address(dir_fd: int, name: str) -> str:
+    # Through the opened, checked directory: no link swapped in since, and no path too long.
+    return f"/proc/self/fd/{dir_fd}/{name}"
+
+
+def _peer(sock: socket.socket) -> tuple[int, int]:
+    """The pid and user id of the process at the other end of ``sock``."""
+    pid, uid, _ = _PEER.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEER.size))
+    return pid, uid
+
+
+def _connect(dir_fd: int, name: str) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(_HANDSHAKE_SECONDS)
+    try:
+        sock.connect(_address(dir_fd, name))
+        if _peer(sock)[1] != os.geteuid():
+            raise OSError("a server of another user")
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+# --------------------------------------------------------------------------- the client
+
+
+def call(argv: Sequence[str]) -> int | None:
+    """Run ``elastic-compile ARGV`` in a server; its exit code, or None: run it here.
+
+    None means nothing of the command ran: no server, a stale or busy one, or one that did
+    not answer within :data:`_HANDSHAKE_SECONDS`. Once a server took the run, this returns
+    its exit code, or ends this process with the signal that ended the run.
+    """
+    name = key()
+    if name is None:
+        return None
+    dir_fd = _directory(create=False)
+    if dir_fd is None:
+        return None
+    try:
+        sock = _connect(dir_fd, _PREFIX + name + _SOCKET)
+    finally:
+        os.close(dir_fd)
+    if sock is None:
+        return None
+    with sock:
+        return _hand_over(sock, argv)
+
+
+def _stream_facts(stream: Any) -> list[Any]:
+    """How a standard stream was opened, so the worker opens the same descriptor alike."""
+    buffered = stream is not None and hasattr(stream, "buffer") and hasattr(stream.buffer, "raw")
+    return [
+        getattr(stream, "encoding", None) or "utf-8",
+        getattr(stream, "errors", None) or "strict",
+        bool(getattr(stream, "line_buffering", False)),
+        bool(getattr(stream, "write_through", False)),
+        buffered,
+    ]
+
+
+def _hand_over(sock: socket.socket, argv: Sequence[str]) -> int | None:
+    umask = os.umask(0o077)
+    os.umask(umask)
+    request = json.dumps(
+        {
+            "argv": list(argv),
+            "argv0": sys.argv[0] if sys.argv else "elastic-compile",
+            "env": dict(os.environ),
+            "umask": umask,
+            "stdio": [_stream_facts(s) for s in (sys.stdin, sys.stdout, sys.stderr)],
+        }
+    ).encode("utf-8", "surrogateescape")
+    if len(request) > MAX_REQUEST_BYTES:
+        return None
+    try:
+        cwd = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None  # no current directory to hand over: the command says so itself
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)  # a closed standard descriptor cannot be passed on
+        socket.send_fds(sock, [_HEADER.pack(_MAGIC, len(request)) + request], [cwd, 0, 1, 2])
+        if _recv_exactly(sock, 1) != _READY:
+            return None
+    except OSError:
+        return None
+    finally:
+        os.close(cwd)
+    # Committed: from here the run is the server's, and this process only waits for it.
+    sock.settimeout(None)
+    previous = {sig: signal.signal(sig, lambda sig, _frame: _forward(sock, sig)) for sig in _FORWARDED}
+    try:
+        sock.sendall(_GO)
+        status = _recv_exactly(sock, _STATUS.size)
+    except OSError:
+        status = b""
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if len(status) != _STATUS.size:
+        sys.stderr.write(
+            "elastic-compile: internal error: the compile server ended without an exit status "
+            f"(rerun with {MODE_ENV}=off and report it)\n"
+        )
+        return 3
+    killed, value = (int(v) for v in _STATUS.unpack(status)[1:])
+    if killed:
+        sys.stdout.flush()
+        signal.signal(value, signal.SIG_DFL)
+        os.kill(os.getpid(), value)
+        return 128 + value  # the signal was blocked or ignored: end as a shell would report it
+    return int(value)  # an exit code, 0-255
+
+
+def _forward(sock: socket.socket, sig: int) -> None:
+    with contextlib.suppress(OSError):
+        sock.send(bytes([sig]))
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+# --------------------------------------------------------------------------- starting one
+
+
+def wanted_after(argv: Sequence[str]) -> bool:
+    """Whether a command that just ran here should start a server for the next one."""
+    try:
+        chosen = mode()
+    except ModeError:
+        return False
+    if chosen == "off" or not routed(argv):
+        return False
+    return chosen == "on" or os.environ.get("CI", "").lower() in ("", "0", "false")
+
+
+def start(*, wait: bool = False) -> int | None:
+    """Start a server for this interpreter in the background; with ``wait``, its pid once it answers.
+
+    The server is a new session with no terminal, its standard streams on /dev/null, its
+    directory ``/``; it runs with this process's interpreter, flags, ``sys.path`` and
+    environment, so that its key is this process's key (a server whose key differs stops).
+    """
+    import subprocess
+
+    name = key()
+    if name is None or not available():
+        return None
+    dir_fd = _directory(create=True)
+    if dir_fd is None:
+        return None
+    os.close(dir_fd)
+    boot = (
+        "import sys; sys.path[:] = sys.argv[1:-1]; "
+        "from elastic_compile.compiler.server import serve; serve(sys.argv[-1])"
+    )
+    try:
+        child = subprocess.Popen(
+            [sys.executable, *subprocess._args_from_interpreter_flags(), "-c", boot, *sys.path, name],  # type: ignore[attr-defined]
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            start_new_session=True,
+        )
+    except OSError:
+        return None
+    if not wait:
+        return child.pid
+    import time
+
+    for _ in range(600):  # a server imports and warms the compiler: a second or two on a loaded machine
+        found = running()
+        if name in found:
+            return found[name]
+        if child.poll() is not None and child.returncode != 0:
+            return None
+        time.sleep(0.05)
+    return None
+
+
+def _wait_gone() -> None:
+    """Wait until no server holds its lock (each checks for a stop every second): at most 10 seconds."""
+    import time
+
+    for _ in range(200):
+        if not _alive():
+            return
+        time.sleep(0.05)
+
+
+def _alive() -> list[int]:
+    """The pids of the servers in the cache directory, answering or still starting: each holds its lock.
+
+    A server writes its pid into the lock file it holds; a lock nobody holds is a server gone.
+    """
+    import fcntl
+
+    dir_fd = _directory(create=False)
+    if dir_fd is None:
+        return []
+    found = []
+    try:
+        for entry in sorted(os.listdir(dir_fd)):
+            if not (entry.startswith(_PREFIX) and entry.endswith(_LOCK)):
+                continue
+            try:
+                fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                text = os.read(fd, 32).decode("ascii", "replace").strip()
+                if text.isdigit():
+                    found.append(int(text))
+            finally:
+                os.close(fd)
+    finally:
+        os.close(dir_fd)
+    return found
+
+
+def running() -> dict[str, int]:
+    """The servers answering in the cache directory: key -> pid."""
+    dir_fd = _directory(create=False)
+    if dir_fd is None:
+        return {}
+    found = {}
+    try:
+        for entry in sorted(os.listdir(dir_fd)):
+            if not (entry.startswith(_PREFIX) and entry.endswith(_SOCKET)):
+                continue
+            sock = _connect(dir_fd, entry)
+            if sock is not None:
+                with sock:
+                    found[entry[len(_PREFIX) : -len(_SOCKET)]] = _peer(sock)[0]
+    finally:
+        os.close(dir_fd)
+    return found
+
+
+def command(argv: Sequence[str]) -> int:
+    """``elastic-compile server start|stop|status``."""
+    words = list(argv)
+    if words not in (["start"], ["stop"], ["status"]):
+        sys.stderr.write("elastic-compile: usage: elastic-compile server start|stop|status\n")
+        return 2
+    if words == ["stop"]:
+        stopped = 0
+        for server in _alive():
+            try:
+                os.kill(server, signal.SIGTERM)
+                stopped += 1
+            except OSError:
+                pass
+        _wait_gone()
+        print(f"elastic-compile: stopped {stopped} server{'s' if stopped != 1 else ''}")
+        return 0
+    try:
+        chosen = mode()
+    except ModeError as e:
+        sys.stderr.write(f"elastic-compile: error: {e}\n")
+        return 2
+    mine = key()
+    if words == ["start"]:
+        if chosen == "off" or mine is None or not available() or cachedir.directory() is None:
+            if chosen == "off":
+                why = f"{MODE_ENV}=off"
+            elif cachedir.directory() is None:
+                why = f"there is no cache directory to hold its socket ({cachedir.DIR_ENV} is empty)"
+            else:
+                why = "not available here (see docs/compiler.md)"
+            sys.stderr.write(f"elastic-compile: error: no compile server: {why}\n")
+            return 2
+        pid = running().get(mine) or start(wait=True)
+        if pid is None:
+            sys.stderr.write(
+                "elastic-compile: error: the compile server did not start (is the cache directory usable?)\n"
+            )
+            return 2
+        print(f"elastic-compile: server {pid} is running")
+        return 0
+    servers = running()
+    for name, pid in servers.items():
+        print(f"server {pid}{' (this interpreter)' if name == mine else ''}")
+    if not servers:
+        print("no server is running")
+    return 0
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def _signature() -> list[Any]:
+    """Every file of the package, the interpreter and each ``sys.path`` directory, as ``stat`` sees them.
+
+    ``st_ctime_ns`` changes with every write and cannot be set back, so an edit, an install
+    or an upgrade shows here without reading a byte.
+    """
+
+    def facts(path: str) -> list[Any]:
+        try:
+            info = os.stat(path)
+        except OSError:
+            return [path]
+        return [path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+    found = [facts(sys.executable)] + [facts(entry) for entry in sys.path]
+    seen = set()
+    for where, dirs, files in os.walk(_PACKAGE, followlinks=True):
+        real = os.path.realpath(where)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        found += [facts(os.path.join(where, n)) for n in sorted(files) if not n.endswith((".pyc", ".pyo"))]
+    return found
+
+
+def _warm() -> None:
+    """Import and run what a command uses, so that each fork starts warm.
+
+    Only the package's own files are read: the example below, not a user's spec, and the
+    environment's ``ELASTIC_COMPILE_*`` settings are set aside meanwhile (a worker reads
+    its client's).
+    """
+    import io
+
+    # Every module a command may import: a run then imports nothing from disk (see serve()).
+    from elastic_compile.compiler import adopt, cache, cli, doctor, explain, inputs, lint, output, writer  # noqa: F401
+    from elastic_compile.compiler.pipeline import compile_text
+    from elastic_compile.schema import json_schema  # noqa: F401
+
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("ELASTIC_COMPILE_")}
+    try:
+        cli._parser()
+        compiled = [compile_text(_EXAMPLE, "warm.elastic.yaml", ("all",))]
+        output.stream_text(compiled, "yaml")
+        output.directory_files(compiled, "yaml", nested=False)
+        lint.report(compiled, [], strict=False, stream=io.StringIO())
+        cache.remember_package()
+    finally:
+        os.environ.update(saved)
+
+
+_EXAMPLE: Final = """\
+name: warm
+image: ghcr.io/example/trainer:1.0
+command: [python, train.py]
+"""
+
+
+def serve(name: str) -> None:
+    """Run the server for key ``name`` until it is idle, stale or stopped (started by :func:`start`)."""
+    global _serving  # noqa: PLW0603 -- the one switch a fork of the server inherits
+    import fcntl
+    import gc
+    import select
+    import time
+
+    _serving = True
+    os.umask(0o077)
+    if key() != name:
+        return  # started by a different interpreter or setting: it would not be this key's
+    dir_fd = _directory(create=True)
+    if dir_fd is None:
+        return
+    lock = os.open(_PREFIX + name + _LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # another server has this key
+    os.ftruncate(lock, 0)
+    os.write(lock, f"{os.getpid()}\n".encode())  # for `server stop`, which must find a server still starting
+    before = _signature()
+    from elastic_compile.compiler.cli import _collector_paused
+
+    with _collector_paused():
+        _warm()
+    if _signature() != before:
+        return  # changed while it loaded
+    socket_name = _PREFIX + name + _SOCKET
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(socket_name, dir_fd=dir_fd)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(_address(dir_fd, socket_name))
+    bound = os.stat(socket_name, dir_fd=dir_fd, follow_symlinks=False).st_ino
+    listener.listen(MAX_RUNS)
+    stopping: list[int] = []  # a flag a signal handler can set: raising there could strike in a fork
+    signal.signal(signal.SIGTERM, lambda sig, _frame: stopping.append(sig))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    gc.collect()
+    gc.freeze()  # the warm objects are shared with every fork, never copied by a collection
+    handlers: set[int] = set()
+    last = time.monotonic()
+    try:
+        while not stopping:
+            readable, _, _ = select.select([listener], [], [], 1.0)
+            handlers -= _reaped(handlers)
+            if readable:
+                conn, _ = listener.accept()
+                last = time.monotonic()
+                with conn:
+                    if len(handlers) >= MAX_RUNS or _signature() != before:
+                        if len(handlers) < MAX_RUNS:
+                            stopping.append(0)  # the compiler on disk is not the one loaded here
+                        continue  # closed unanswered: the client runs the command itself
+                    pid = os.fork()
+                    if pid == 0:
+                        # A run holds none of the server's descriptors (the lock would outlive the server).
+                        for fd in (listener.fileno(), lock, dir_fd):
+                            os.close(fd)
+                        _handle(conn)
+                    handlers.add(pid)
+            elif not handlers and time.monotonic() - last > IDLE_SECONDS:
+                break
+    finally:
+        # Only our own socket: a new server may have bound the name after this one went stale.
+        try:
+            if os.stat(socket_name, dir_fd=dir_fd, follow_symlinks=False).st_ino == bound:
+                os.unlink(socket_name, dir_fd=dir_fd)
+        except OSError:
+            pass
+        listener.close()
+        os.close(lock)
+        os.close(dir_fd)
+
+
+def _reaped(pids: set[int]) -> set[int]:
+    done = set()
+    for pid in pids:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                done.add(pid)
+        except ChildProcessError:
+            done.add(pid)
+    return done
+
+
+def _handle(conn: socket.socket) -> None:
+    """A handler (a fork of the server): read one request, run it in a worker, report how it ended."""
+    code = 1
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        conn.settimeout(_HANDSHAKE_SECONDS)
+        if _peer(conn)[1] != os.geteuid():
+            os._exit(1)
+        request, fds = _read_request(conn)
+        if request is None:
+            for fd in fds:
+                os.close(fd)
+            os._exit(1)
+        conn.sendall(_READY)
+        if _recv_exactly(conn, 1) != _GO:
+            os._exit(1)  # the client gave up: it runs the command itself
+        conn.settimeout(None)
+        worker = os.fork()
+        if worker == 0:
+            conn.close()
+            _work(request, fds)
+        for fd in fds:
+            os.close(fd)
+        _supervise(conn, worker)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _read_request(conn: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """The request and its four descriptors (directory, stdin, stdout, stderr); None if malformed."""
+    import stat
+
+    head, fds, flags, _ = socket.recv_fds(conn, _HEADER.size, 4)
+    if len(fds) != 4 or flags & socket.MSG_CTRUNC or not stat.S_ISDIR(os.fstat(fds[0]).st_mode):
+        return None, fds
+    head += _recv_exactly(conn, _HEADER.size - len(head))
+    if len(head) != _HEADER.size:
+        return None, fds
+    magic, size = _HEADER.unpack(head)
+    if magic != _MAGIC or size > MAX_REQUEST_BYTES:
+        return None, fds
+    body = _recv_exactly(conn, size)
+    try:
+        request = json.loads(body.decode("utf-8", "surrogateescape")) if len(body) == size else None
+    except (ValueError, RecursionError):
+        request = None
+    return (request if _well_formed(request) else None), fds
+
+
+def _well_formed(request: Any) -> bool:
+    def strings(value: Any) -> bool:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+    if not isinstance(request, dict) or set(request) != {"argv", "argv0", "env", "umask", "stdio"}:
+        return False
+    env, stdio = request["env"], request["stdio"]
+    return (
+        strings(request["argv"])
+        and isinstance(request["argv0"], str)
+        and isinstance(env, dict)
+        and all(
+            isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
+            for k, v in env.items()
+        )
+        and isinstance(request["umask"], int)
+        and 0 <= request["umask"] <= 0o777
+        and isinstance(stdio, list)
+        and len(stdio) == 3
+        and all(
+            isinstance(s, list)
+            and len(s) == 5
+            and isinstance(s[0], str)
+            and isinstance(s[1], str)
+            and all(isinstance(b, bool) for b in s[2:])
+            for s in stdio
+        )
+    )
+
+
+def _supervise(conn: socket.socket, worker: int) -> None:
+    """Pass the client's signals on to the worker; when it ends, tell the client how."""
+    import select
+
+    watched = os.pidfd_open(worker)
+    try:
+        while True:
+            readable, _, _ = select.select([conn.fileno(), watched], [], [])
+            if watched in readable:
+                break
+            data = conn.recv(64)
+            if not data:  # the client is gone (killed): so is its run
+                os.kill(worker, signal.SIGKILL)
+                break
+            for sig in data:
+                if sig in _FORWARDED:
+                    os.kill(worker, sig)
+        _, status = os.waitpid(worker, 0)
+    finally:
+        os.close(watched)
+    if os.WIFSIGNALED(status):
+        reply = _STATUS.pack(b"X", 1, os.WTERMSIG(status))
+    else:
+        reply = _STATUS.pack(b"X", 0, os.waitstatus_to_exitcode(status))
+    with contextlib.suppress(OSError):
+        conn.sendall(reply)
+
+
+def _work(request: dict[str, Any], fds: list[int]) -> None:
+    """A worker: become the client's process in all that a command sees, run it, exit as it ends."""
+    import io
+    import traceback
+
+    code: Any = 1
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        cwd, *std = fds
+        for target, fd in enumerate(std):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.fchdir(cwd)
+        os.close(cwd)
+        os.umask(request["umask"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = [request["argv0"], *request["argv"]]
+        streams = []
+        for fd, (encoding, errors, line_buffering, write_through, buffered) in enumerate(request["stdio"]):
+            raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
+            raw.name = ("<stdin>", "<stdout>", "<stderr>")[fd]
+            binary: Any = (io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)) if buffered else raw
+            streams.append(
+                io.TextIOWrapper(
+                    binary,
+                    encoding=encoding,
+                    errors=errors,
+                    newline="\n",
+                    line_buffering=line_buffering,
+                    write_through=write_through,
+                )
+            )
+        sys.stdin, sys.stdout, sys.stderr = streams
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
+        from elastic_compile.compiler.cli import main
+
+        try:
+            code = main(request["argv"])
+        except SystemExit as e:
+            code = e.code
+        except KeyboardInterrupt:
+            # As the interpreter ends on an uncaught KeyboardInterrupt: the traceback, then the signal.
+            traceback.print_exc()
+            _flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+        if not _flush():
+            code = 120  # as the interpreter exits when it cannot flush standard output
+    finally:
+        os._exit(code if isinstance(code, int) else 1)
+
+
+def _flush() -> bool:
+    ok = True
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            ok = False
+    return ok
+
+
+__all__ = [
+    "IDLE_SECONDS",
+    "MAX_REQUEST_BYTES",
+    "MAX_RUNS",
+    "MODES",
+    "MODE_ENV",
+    "ModeError",
+    "available",
+    "call",
+    "command",
+    "key",
+    "mode",
+    "routed",
+    "running",
+    "serve",
+    "start",
+    "wanted_after",
+]

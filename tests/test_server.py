@@ -1,0 +1,374 @@
+"""The compile server: a run it takes prints, writes and ends exactly as the same run here.
+
+Every run goes through a small launcher script (``ec.py``) that calls the CLI's ``main`` and
+then records whether *this* process loaded the compiler (pydantic): a run the server took
+never does, so each test knows which of the two ran it, and a test cannot pass because the
+client quietly compiled by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_compile.compiler import server
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "ddp-2x8-gpu.yaml"
+
+pytestmark = pytest.mark.skipif(not server.available(), reason="the compile server runs on Linux only")
+
+LAUNCHER = """\
+import json, os, sys
+from elastic_compile.compiler.cli import main
+code = main(sys.argv[1:])
+report = os.environ.get("EC_TEST_REPORT")
+if report:
+    with open(report, "a") as f:
+        f.write(json.dumps({"argv": sys.argv[1:], "compiled_here": "pydantic" in sys.modules}) + "\\n")
+sys.stdout.flush()
+sys.exit(code)
+"""
+
+
+class Harness:
+    """One cache directory, one launcher, and the environment that runs it with the server on or off."""
+
+    def __init__(self, tmp: Path, extra_path: list[str] | None = None) -> None:
+        self.tmp = tmp
+        self.cache = tmp / "cache" / "elastic-compile"
+        self.report = tmp / "report.jsonl"
+        bin_dir = tmp / "bin"
+        bin_dir.mkdir()
+        self.launcher = bin_dir / "ec.py"
+        self.launcher.write_text(LAUNCHER)
+        path = [*(extra_path or []), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        self.env = {
+            **os.environ,
+            "ELASTIC_COMPILE_CACHE_DIR": str(self.cache),
+            server.MODE_ENV: "on",
+            "EC_TEST_REPORT": str(self.report),
+            "PYTHONPATH": os.pathsep.join(path),
+        }
+        self.env.pop("CI", None)
+
+    def run(
+        self, *argv: str, mode: str = "on", cwd: Path | None = None, **kw: Any
+    ) -> subprocess.CompletedProcess[bytes]:
+        env = {**self.env, server.MODE_ENV: mode, **kw.pop("env", {})}
+        check = kw.pop("check", False)
+        return subprocess.run(
+            [sys.executable, str(self.launcher), *argv],
+            env=env,
+            cwd=cwd or self.tmp,
+            capture_output=True,
+            check=check,
+            **kw,
+        )
+
+    def compiled_here(self) -> list[bool]:
+        """For each run since the last call: whether it compiled in its own process."""
+        if not self.report.exists():
+            return []
+        lines = self.report.read_text().splitlines()
+        self.report.unlink()
+        return [json.loads(line)["compiled_here"] for line in lines]
+
+    def start(self) -> int:
+        done = self.run("server", "start")
+        assert done.returncode == 0, done.stderr
+        self.compiled_here()
+        return int(done.stdout.split()[2])
+
+    def servers(self) -> dict[str, int]:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import json; from elastic_compile.compiler import server; print(json.dumps(server.running()))",
+            ],
+            env=self.env,
+            capture_output=True,
+            check=True,
+        )
+        return dict(json.loads(done.stdout))
+
+    def stop(self) -> None:
+        self.run("server", "stop", check=True)
+        assert self.servers() == {}
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    h = Harness(tmp_path)
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+def _tree(base: Path) -> Path:
+    """A small repository: two jobs, one base, one bad spec, and a file of the user's."""
+    (base / ".git").mkdir(parents=True)
+    jobs = base / "jobs"
+    jobs.mkdir()
+    shutil.copy(EXAMPLE, jobs / "big.elastic.yaml")
+    (jobs / "_team.elastic.yaml").write_text("namespace: ml-team\nlabels: {team: nlp}\n")
+    (jobs / "small.elastic.yaml").write_text(
+        "extends: _team.elastic.yaml\nname: small\nimage: ghcr.io/example/trainer:1.0\ncommand: [python, train.py]\n"
+    )
+    (base / "bad.yaml").write_text("name: Bad_Name\nimage: x\ncommand: [python]\nnodes: 0\n")
+    (base / "notes.txt").write_text("mine\n")
+    return base
+
+
+def _files(base: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
+
+
+COMMANDS = [
+    ("jobs/big.elastic.yaml",),
+    ("jobs/big.elastic.yaml", "--no-cache"),
+    ("jobs/big.elastic.yaml", "--target", "trainjob"),
+    ("-o", "deploy", "jobs"),
+    ("-o", "deploy", "--check", "jobs"),
+    ("jobs/big.elastic.yaml", "--explain"),
+    ("bad.yaml", "jobs/small.elastic.yaml"),
+    ("--no-such-option",),
+    ("missing.yaml",),
+    ("schema",),
+    ("-o", "notes.txt", "jobs"),
+]
+
+
+def test_a_served_run_is_the_run_here(harness: Harness, tmp_path: Path) -> None:
+    """Exit code, stdout, stderr and the files written: the same with the server as without it."""
+    harness.start()
+    served, here = _tree(tmp_path / "served"), _tree(tmp_path / "here")
+    for argv in COMMANDS:
+        a = harness.run(*argv, cwd=served)
+        b = harness.run(*argv, mode="off", cwd=here)
+        assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr), argv
+        assert _files(served) == _files(here), argv
+        assert harness.compiled_here() == [False, True], argv  # the server ran the first, this process the second
+    assert len(harness.servers()) == 1
+
+
+def test_standard_input_and_the_umask_are_the_clients(harness: Harness, tmp_path: Path) -> None:
+    harness.start()
+    spec = EXAMPLE.read_bytes()
+    a = harness.run("-", input=spec)
+    b = harness.run("-", input=spec, mode="off")
+    assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
+    assert a.returncode == 0 and b"PyTorchJob" in a.stdout
+    # Files written in the run get the client's umask, not the server's (0077).
+    tree = _tree(tmp_path / "t")
+    done = harness.run("-o", "deploy", "jobs", cwd=tree, preexec_fn=lambda: os.umask(0o022))
+    assert done.returncode == 0, done.stderr
+    assert harness.compiled_here() == [False, True, False]
+    modes = {p.stat().st_mode & 0o777 for p in (tree / "deploy").rglob("*.yaml")}
+    assert modes == {0o644}
+
+
+def _holders(pipe_inode: int) -> dict[int, list[int]]:
+    """The processes holding the pipe ``pipe_inode`` open: pid -> its descriptors."""
+    found: dict[int, list[int]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == f"pipe:[{pipe_inode}]":
+                    found.setdefault(int(pid), []).append(int(fd))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_to_the_client_ends_the_run(harness: Harness, how: int) -> None:
+    """The run reads a spec from standard input that never ends: only the signal can end it."""
+    harness.start()
+    read, write = os.pipe()
+    inode = os.fstat(read).st_ino
+    client = subprocess.Popen(
+        [sys.executable, str(harness.launcher), "-"],
+        stdin=read,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=harness.env,
+        cwd=harness.tmp,
+    )
+    os.close(read)
+    for _ in range(2000):  # handed over: another process (the worker) reads the pipe as its standard input
+        if any(0 in fds for pid, fds in _holders(inode).items() if pid != client.pid):
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("the run never reached the server")
+    client.send_signal(how)
+    _, stderr = client.communicate()
+    assert client.returncode == -how
+    if how == signal.SIGINT:
+        assert b"KeyboardInterrupt" in stderr  # the worker's traceback, as the run here would print it
+    for _ in range(2000):
+        if not _holders(inode):
+            break
+        time.sleep(0.01)
+    assert not _holders(inode), "the run outlived its client"
+    os.close(write)
+    assert len(harness.servers()) == 1  # the server itself goes on
+
+
+def test_a_changed_compiler_is_never_the_one_that_runs(tmp_path: Path) -> None:
+    """Edit a file of the package: the server steps aside and the run compiles here, with the new code."""
+    copy = tmp_path / "lib"
+    shutil.copytree(ROOT / "elastic_compile", copy / "elastic_compile", ignore=shutil.ignore_patterns("__pycache__"))
+    h = Harness(tmp_path, extra_path=[str(copy)])
+    try:
+        h.start()
+        assert h.run(str(EXAMPLE)).returncode == 0
+        assert h.compiled_here() == [False]
+        notes = copy / "elastic_compile" / "compiler" / "lint.py"
+        notes.write_text(notes.read_text() + "\n# edited\n")
+        done = h.run(str(EXAMPLE), mode="off")
+        again = h.run(str(EXAMPLE))
+        assert (again.returncode, again.stdout, again.stderr) == (done.returncode, done.stdout, done.stderr)
+        assert h.compiled_here() == [True, True]
+        # The stale server stopped; the run that compiled here started a new one, which serves.
+        h.start()
+        assert h.run(str(EXAMPLE)).returncode == 0
+        assert h.compiled_here() == [False]
+    finally:
+        h.stop()
+
+
+def _raw(h: Harness, payload: bytes, fds: list[int]) -> bytes:
+    dir_fd = os.open(h.cache, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        (name,) = [n for n in os.listdir(dir_fd) if n.endswith(".sock")]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(30)
+            sock.connect(f"/proc/self/fd/{dir_fd}/{name}")
+            if fds:
+                socket.send_fds(sock, [payload], fds)
+            else:
+                sock.sendall(payload)
+            sock.shutdown(socket.SHUT_WR)
+            reply = b""
+            try:
+                while chunk := sock.recv(4096):
+                    reply += chunk
+            except ConnectionResetError:  # dropped with part of the request unread
+                pass
+            return reply
+    finally:
+        os.close(dir_fd)
+
+
+def test_malformed_requests_are_dropped_and_the_server_goes_on(harness: Harness, tmp_path: Path) -> None:
+    harness.start()
+    header = struct.Struct("!4sI")
+    good = {
+        "argv": ["--version"],
+        "argv0": "ec",
+        "env": {},
+        "umask": 0o22,
+        "stdio": [["utf-8", "strict", False, False, True]] * 3,
+    }
+    body = json.dumps(good).encode()
+    null = os.open(os.devnull, os.O_RDWR)
+    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        cases = [
+            (b"garbage", [here, null, null, null]),  # no header
+            (header.pack(b"ECS1", 2**31) + b"{}", [here, null, null, null]),  # claims more than MAX_REQUEST_BYTES
+            (header.pack(b"ECS1", len(body)) + body, []),  # no descriptors
+            (header.pack(b"ECS1", len(body)) + body, [here, null]),  # two descriptors
+            (header.pack(b"ECS1", len(body)) + body, [null, null, null, null]),  # a file as the directory
+            (header.pack(b"XXXX", len(body)) + body, [here, null, null, null]),  # not our protocol
+            (header.pack(b"ECS1", 2) + b"[]", [here, null, null, null]),  # not a request
+            (header.pack(b"ECS1", 40) + json.dumps({**good, "umask": -1}).encode()[:40], [here, null, null, null]),
+        ]
+        bad = dict(good, env={"A=B": "x"})
+        cases.append((header.pack(b"ECS1", len(json.dumps(bad))) + json.dumps(bad).encode(), [here, null, null, null]))
+        for payload, fds in cases:
+            assert _raw(harness, payload, fds) == b"", payload[:40]
+        # A well-formed request is answered "ready" (and goes no further without "go").
+        assert _raw(harness, header.pack(b"ECS1", len(body)) + body, [here, null, null, null]) == b"R"
+    finally:
+        os.close(null)
+        os.close(here)
+    assert harness.run(str(EXAMPLE)).returncode == 0
+    assert harness.compiled_here() == [False]
+
+
+def test_a_process_with_other_limits_gets_its_own_server(harness: Harness) -> None:
+    """Resource limits are part of the key: a run never gets a server's looser ones."""
+    import resource
+
+    harness.start()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 512), min(hard, 512)))
+
+    assert harness.run(str(EXAMPLE), preexec_fn=lower).returncode == 0
+    assert harness.run(str(EXAMPLE)).returncode == 0
+    assert harness.compiled_here() == [True, False]
+
+
+def test_the_mode_is_checked(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    done = h.run(str(EXAMPLE), mode="yes")
+    assert done.returncode == 2 and done.stdout == b""
+    assert done.stderr == b'elastic-compile: error: ELASTIC_COMPILE_SERVER: expected auto, on or off (given: "yes")\n'
+    for mode, env in (("off", {}), ("on", {"ELASTIC_COMPILE_CACHE_DIR": ""})):
+        done = h.run("server", "start", mode=mode, env=env)
+        assert done.returncode == 2 and b"no compile server" in done.stderr
+    assert h.servers() == {}
+
+
+def test_auto_starts_one_after_a_run_but_not_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv(server.MODE_ENV, "auto")
+    assert server.wanted_after(["spec.yaml"])
+    assert not server.wanted_after(["run", "job.yaml"])  # `run` supervises processes: never served
+    monkeypatch.setenv("CI", "true")
+    assert not server.wanted_after(["spec.yaml"])
+    monkeypatch.setenv(server.MODE_ENV, "on")
+    assert server.wanted_after(["spec.yaml"])
+    monkeypatch.setenv(server.MODE_ENV, "off")
+    assert not server.wanted_after(["spec.yaml"])
+
+
+def test_auto_mode_starts_a_server_for_the_next_run(harness: Harness) -> None:
+    assert harness.run(str(EXAMPLE), mode="auto").returncode == 0
+    for _ in range(3000):  # it starts in the background: wait for it, at most a minute
+        if harness.servers():
+            break
+        time.sleep(0.02)
+    assert harness.run(str(EXAMPLE), mode="auto").returncode == 0
+    assert harness.compiled_here() == [True, False]
+
+
+def test_a_cache_directory_others_may_enter_is_not_used(harness: Harness) -> None:
+    harness.start()
+    harness.cache.chmod(0o755)
+    try:
+        done = harness.run(str(EXAMPLE), "--no-cache")
+        assert done.returncode == 0
+        assert b"is not used" in done.stderr
+        assert harness.compiled_here() == [True]
+    finally:
+        harness.cache.chmod(0o700)
