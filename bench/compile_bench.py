@@ -19,6 +19,9 @@ does not count) with the load average:
 * the result cache (docs/compiler.md): the one spec and the ``-o DIR`` batch again (written
   and ``--check``) when the warm-up round stored their result; every other row runs with the
   cache off, so it compiles;
+* the compile server (docs/compiler.md): the one spec and the ``-o DIR`` batch compiled by a
+  warm server's fork (``--no-cache``: it compiles every time); its peak RSS is the client's,
+  and the server's own resident size is printed below the table;
 * ``--version`` (imports nothing but the CLI);
 * peak RSS of each process (from ``wait4``);
 * in-process throughput: specs compiled per second over N compiles (load, validate, plan,
@@ -159,6 +162,9 @@ def main() -> int:
         baseline_env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}
     work = Path(tempfile.mkdtemp(prefix="compile-bench-"))
     os.environ["ELASTIC_COMPILE_CACHE_DIR"] = ""  # no result cache, unless a row says otherwise
+    os.environ["ELASTIC_COMPILE_SERVER"] = "off"  # and no compile server
+    served = {**os.environ, "ELASTIC_COMPILE_CACHE_DIR": str(work / "server"), "ELASTIC_COMPILE_SERVER": "on"}
+    server_pid, server_rss = None, None
     try:
         specs = batch_specs(work, args.batch)
         teams = extends_specs(work / "shared", args.batch)
@@ -209,6 +215,17 @@ def main() -> int:
             (f"-o DIR <{args.batch} specs> again, stored", unchanged, cached),
             (f"-o DIR --check <{args.batch} specs>, stored", check_unchanged, cached),
         ]
+        if sys.platform == "linux":
+            started = subprocess.run(
+                [str(BIN / "elastic-compile"), "server", "start"],
+                env=served,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            server_pid = int(started.stdout.split()[2])
+            rows.append(("ddp-2x8-gpu.yaml, compile server", [*ours, "--no-cache"], served))
+            rows.append((f"-o DIR <{args.batch} specs>, compile server", lambda: [*batch(), "--no-cache"], served))
         if baseline_env is not None:
             rows.append(("baseline: ddp-2x8-gpu.yaml", ours, baseline_env))
             rows.append((f"baseline: -o DIR <{args.batch} specs>", batch, baseline_env))
@@ -219,10 +236,15 @@ def main() -> int:
         results: dict[str, list[tuple[float, int, float]]] = {row[0]: [] for row in rows}
         for attempt in range(args.runs + 1):
             for label, cmd, *env in rows:
-                result = timed(cmd() if callable(cmd) else cmd, *env)  # type: ignore[arg-type, operator]
+                result = timed(cmd() if callable(cmd) else cmd, *env)  # type: ignore[arg-type]
                 if attempt:  # the first round warms the page cache
                     results[label].append(result)
+        server_rss = _resident(server_pid)
     finally:
+        if server_pid is not None:
+            subprocess.run(
+                [str(BIN / "elastic-compile"), "server", "stop"], env=served, capture_output=True, check=False
+            )
         shutil.rmtree(work, ignore_errors=True)
 
     measured = {
@@ -242,6 +264,8 @@ def main() -> int:
             f"{label:<40} {seconds:>9.3f} {seconds / floor:>9.1f} {seconds / one:>11.2f} "
             f"{cpu:>7.3f} {cpu / cpu_floor:>13.1f} {cpu / cpu_one:>10.2f} {rss / 1024:>13.1f}"
         )
+    if server_rss is not None:
+        print(f"compile server (pid {server_pid}): resident {server_rss[0]:.1f} MiB, peak {server_rss[1]:.1f} MiB")
     rate, cpu_rate = in_process(args.compiles)
     print(
         f"in-process: {rate:,.0f} specs/s over {args.compiles} compiles ({1000 / rate:.2f} ms each); "
@@ -262,6 +286,19 @@ def main() -> int:
     )
     schema_cost(args.compiles)
     return 0
+
+
+def _resident(pid: int | None) -> tuple[float, float] | None:
+    """A process's resident and peak resident size in MiB, from /proc."""
+    if pid is None:
+        return None
+    facts = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                facts[name] = int(value.split()[0]) / 1024
+    return facts["VmRSS"], facts["VmHWM"]
 
 
 def _load() -> str:

@@ -68,7 +68,9 @@ def _parser() -> argparse.ArgumentParser:
         "'elastic-compile import MANIFEST' writes an elastic.yaml for a PyTorchJob written by hand "
         "('import --torchrun -- torchrun ...' for a command line); "
         "'elastic-compile doctor MANIFEST...' finds the known traps in manifests written by hand; "
-        "'elastic-compile run SPEC_OR_MANIFEST' runs the job on this machine, one process per pod.",
+        "'elastic-compile run SPEC_OR_MANIFEST' runs the job on this machine, one process per pod; "
+        "'elastic-compile server start|stop|status' manages the compile server, a warm compiler that runs "
+        "later commands (ELASTIC_COMPILE_SERVER=auto|on|off, default auto: started after a command, not in CI).",
     )
     # nargs="*": with -o, `--check spec.yaml` may have taken the only spec (see _compile).
     p.add_argument(

@@ -96,8 +96,11 @@ def available() -> bool:
 
 
 def routed(argv: Sequence[str]) -> bool:
-    """Whether a command with ``argv`` may be handed to a server at all."""
-    return not _serving and available() and not (argv[:1] and argv[0] in _LOCAL)
+    """Whether a command with ``argv`` may be handed to a server at all.
+
+    Not with ``--debug``: its tracebacks would show the server's frames around the command's.
+    """
+    return not _serving and available() and not (argv[:1] and argv[0] in _LOCAL) and "--debug" not in argv
 
 
 # --------------------------------------------------------------------------- the key
