@@ -31,15 +31,17 @@ EXAMPLE = ROOT / "examples" / "ddp-2x8-gpu.yaml"
 pytestmark = pytest.mark.skipif(not server.available(), reason="the compile server runs on Linux only")
 
 LAUNCHER = """\
-import json, os, sys
-from elastic_compile.compiler.cli import main
-code = main(sys.argv[1:])
-report = os.environ.get("EC_TEST_REPORT")
-if report:
-    with open(report, "a") as f:
-        f.write(json.dumps({"argv": sys.argv[1:], "compiled_here": "pydantic" in sys.modules}) + "\\n")
-sys.stdout.flush()
-sys.exit(code)
+import atexit, json, os, sys
+from elastic_compile.compiler.cli import run
+
+def report():
+    where = os.environ.get("EC_TEST_REPORT")
+    if where:
+        with open(where, "a") as f:
+            f.write(json.dumps({"argv": sys.argv[1:], "compiled_here": "pydantic" in sys.modules}) + "\\n")
+
+atexit.register(report)
+run()  # the console script's entry point
 """
 
 
@@ -73,7 +75,7 @@ class Harness:
             [sys.executable, str(self.launcher), *argv],
             env=env,
             cwd=cwd or self.tmp,
-            capture_output=True,
+            capture_output=kw.pop("capture_output", True),
             check=check,
             **kw,
         )
@@ -230,19 +232,23 @@ def test_a_signal_to_the_client_ends_the_run(harness: Harness, how: int) -> None
     assert len(harness.servers()) == 1  # the server itself goes on
 
 
-def test_a_changed_compiler_is_never_the_one_that_runs(tmp_path: Path) -> None:
-    """Edit a file of the package: the server steps aside and the run compiles here, with the new code."""
+@pytest.mark.parametrize("edited", ["elastic_compile/compiler/lint.py", "yaml/error.py"])
+def test_a_changed_compiler_is_never_the_one_that_runs(tmp_path: Path, edited: str) -> None:
+    """Edit a file of the package, or of a library it loaded: the server steps aside, the run compiles here."""
+    import yaml
+
     copy = tmp_path / "lib"
     shutil.copytree(ROOT / "elastic_compile", copy / "elastic_compile", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(yaml.__file__).parent, copy / "yaml", ignore=shutil.ignore_patterns("__pycache__"))
     h = Harness(tmp_path, extra_path=[str(copy)])
     try:
         h.start()
         assert h.run(str(EXAMPLE)).returncode == 0
         assert h.compiled_here() == [False]
-        notes = copy / "elastic_compile" / "compiler" / "lint.py"
+        notes = copy / edited
         notes.write_text(notes.read_text() + "\n# edited\n")
-        done = h.run(str(EXAMPLE), mode="off")
-        again = h.run(str(EXAMPLE))
+        done = h.run(str(EXAMPLE), "--no-cache", mode="off")
+        again = h.run(str(EXAMPLE), "--no-cache")  # compiled here, not replayed from the result cache
         assert (again.returncode, again.stdout, again.stderr) == (done.returncode, done.stdout, done.stderr)
         assert h.compiled_here() == [True, True]
         # The stale server stopped; the run that compiled here started a new one, which serves.
@@ -285,6 +291,7 @@ def test_malformed_requests_are_dropped_and_the_server_goes_on(harness: Harness,
         "env": {},
         "umask": 0o22,
         "stdio": [["utf-8", "strict", False, False, True]] * 3,
+        "ignored": [],
     }
     body = json.dumps(good).encode()
     null = os.open(os.devnull, os.O_RDWR)
@@ -313,17 +320,27 @@ def test_malformed_requests_are_dropped_and_the_server_goes_on(harness: Harness,
     assert harness.compiled_here() == [False]
 
 
-def test_a_process_with_other_limits_gets_its_own_server(harness: Harness) -> None:
-    """Resource limits are part of the key: a run never gets a server's looser ones."""
+def _lower_limit() -> None:
     import resource
 
-    harness.start()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 512), min(hard, 512)))
 
-    def lower() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 512), min(hard, 512)))
 
-    assert harness.run(str(EXAMPLE), preexec_fn=lower).returncode == 0
+RESTRICTIONS: dict[str, Any] = {
+    "rlimit": _lower_limit,
+    "nice": lambda: os.nice(5),
+    "affinity": lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}),
+}
+
+
+@pytest.mark.parametrize("restriction", sorted(RESTRICTIONS))
+def test_a_more_restricted_process_gets_its_own_server(harness: Harness, restriction: str) -> None:
+    """Limits, priority and CPUs are part of the key: a run never gets a server's looser ones."""
+    if restriction == "affinity" and len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: no narrower affinity to set")
+    harness.start()
+    assert harness.run(str(EXAMPLE), preexec_fn=RESTRICTIONS[restriction]).returncode == 0
     assert harness.run(str(EXAMPLE)).returncode == 0
     assert harness.compiled_here() == [True, False]
 
@@ -372,3 +389,156 @@ def test_a_cache_directory_others_may_enter_is_not_used(harness: Harness) -> Non
         assert harness.compiled_here() == [True]
     finally:
         harness.cache.chmod(0o700)
+
+
+def _client_on_a_pipe(h: Harness, **kw: Any) -> tuple[subprocess.Popen[bytes], int, int]:
+    """A client reading its spec from a pipe this test holds: (the client, the pipe's inode, its write end)."""
+    read, write = os.pipe()
+    inode = os.fstat(read).st_ino
+    client = subprocess.Popen(
+        [sys.executable, str(h.launcher), "-"],
+        stdin=read,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=h.env,
+        cwd=h.tmp,
+        **kw,
+    )
+    os.close(read)
+    return client, inode, write
+
+
+def _worker(client: subprocess.Popen[bytes], inode: int) -> int:
+    """The pid of the worker reading the client's pipe as its standard input, once it runs."""
+    for _ in range(2000):
+        for pid, fds in _holders(inode).items():
+            if pid != client.pid and 0 in fds:
+                return pid
+        time.sleep(0.01)
+    pytest.fail("the run never reached the server")
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/status") as f:
+        return next(line.split()[1] for line in f if line.startswith("State:"))
+
+
+def test_an_ignored_signal_stays_ignored(harness: Harness) -> None:
+    """Under nohup, SIGHUP is ignored by the command, and so by its run in the server."""
+    harness.start()
+    client, inode, write = _client_on_a_pipe(harness, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    worker = _worker(client, inode)
+    client.send_signal(signal.SIGHUP)
+    os.kill(worker, signal.SIGHUP)  # as a hangup of the terminal would reach it too
+    os.write(write, EXAMPLE.read_bytes())
+    os.close(write)
+    out, err = client.communicate()
+    assert client.returncode == 0, err
+    assert b"PyTorchJob" in out
+
+
+def test_a_run_killed_outright_ends_its_client_alike(harness: Harness) -> None:
+    harness.start()
+    client, inode, write = _client_on_a_pipe(harness)
+    os.kill(_worker(client, inode), signal.SIGKILL)  # the OOM killer's way
+    _, err = client.communicate()
+    os.close(write)
+    assert client.returncode == -signal.SIGKILL
+    assert err == b""
+
+
+def test_ctrl_z_stops_the_run_and_fg_continues_it(harness: Harness) -> None:
+    harness.start()
+    client, inode, write = _client_on_a_pipe(harness)
+    worker = _worker(client, inode)
+    client.send_signal(signal.SIGTSTP)
+    for _ in range(2000):
+        if _state(client.pid) == "T" and _state(worker) == "T":
+            break
+        time.sleep(0.01)
+    assert (_state(client.pid), _state(worker)) == ("T", "T")
+    client.send_signal(signal.SIGCONT)
+    for _ in range(2000):
+        if _state(worker) != "T":
+            break
+        time.sleep(0.01)
+    os.write(write, EXAMPLE.read_bytes())
+    os.close(write)
+    out, err = client.communicate()
+    assert client.returncode == 0, err
+    assert b"PyTorchJob" in out
+
+
+def test_a_large_request_is_served(harness: Harness) -> None:
+    """Arguments and environment far above a socket's buffer (the descriptors go with the first bytes)."""
+    harness.start()
+    big = {f"EC_TEST_FILLER_{i}": "x" * 100_000 for i in range(6)}  # each below the kernel's 128 KiB
+    a = harness.run(str(EXAMPLE), env=big)
+    b = harness.run(str(EXAMPLE), env=big, mode="off")
+    assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
+    assert harness.compiled_here() == [False, True]
+
+
+@pytest.mark.parametrize("argv", [[str(EXAMPLE)], [str(EXAMPLE), "--explain"], ["schema"]])
+def test_a_reader_gone_ends_the_run_alike(harness: Harness, argv: list[str]) -> None:
+    """``elastic-compile ... | head``: the reader closes before the run writes."""
+    harness.start()
+    ended = []
+    for mode in ("on", "off"):
+        read, write = os.pipe()
+        os.close(read)
+        done = harness.run(*argv, mode=mode, stdout=write, capture_output=False, stderr=subprocess.PIPE)
+        os.close(write)
+        ended.append((done.returncode, done.stderr))
+    assert ended[0] == ended[1] == (-signal.SIGPIPE, b"")  # as a shell's `| head` expects: 141
+
+
+def test_a_removed_cache_directory_ends_its_server(harness: Harness) -> None:
+    pid = harness.start()
+    shutil.rmtree(harness.cache)
+    for _ in range(2000):  # it looks every second
+        try:
+            if _state(pid) == "Z":
+                break
+        except OSError:
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("the server outlived its directory")
+
+
+def test_a_starting_server_is_not_started_twice(harness: Harness) -> None:
+    harness.start()
+    script = harness.launcher.parent / "start.py"
+    script.write_text("from elastic_compile.compiler import server\nprint(server.start())\n")
+    done = subprocess.run([sys.executable, str(script)], env=harness.env, capture_output=True, check=True)
+    assert done.stdout == b"None\n"  # the key's lock is held: no second interpreter is started
+
+
+def test_main_in_process_never_hands_a_command_over(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    """A caller of ``main`` (a test, a notebook) keeps its own ``sys.stdout``: only the console script is served."""
+    from elastic_compile.compiler import cli
+
+    def refuse(argv: Any) -> None:
+        raise AssertionError("main() asked a server")
+
+    monkeypatch.setattr(server, "call", refuse)
+    monkeypatch.setenv(server.MODE_ENV, "on")
+    assert cli.main([str(EXAMPLE)]) == 0
+    assert "PyTorchJob" in capsys.readouterr().out
+
+
+def test_a_removed_current_directory_is_one_line(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    done = subprocess.run(
+        [sys.executable, str(h.launcher), str(EXAMPLE)],
+        env=h.env,
+        cwd=gone,
+        capture_output=True,
+        preexec_fn=lambda: os.rmdir(gone),
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr == b"elastic-compile: error: the current directory no longer exists; run from one that does\n"

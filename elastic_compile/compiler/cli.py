@@ -138,15 +138,28 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code."""
+    """Run the CLI in this process; returns the exit code (the compile server is for :func:`run` only)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list == ["--version"]:  # what argparse would print, without importing the compiler
         sys.stdout.write(f"elastic-compile {__version__}\n")
         return EXIT_OK
+    if args_list[:1] == ["server"]:
+        from elastic_compile.compiler import server
+
+        return server.command(args_list[1:])
+    return _main(args_list)
+
+
+def _served(args_list: list[str]) -> int:
+    """The command, by a running compile server when there is one for this interpreter, else here.
+
+    Only the console script comes here: a caller of :func:`main` (a test, a notebook, a thread
+    with its own ``sys.stdout``) always runs the command in its own process.
+    """
+    if args_list == ["--version"] or args_list[:1] == ["server"]:
+        return main(args_list)
     from elastic_compile.compiler import server
 
-    if args_list[:1] == ["server"]:
-        return server.command(args_list[1:])
     try:
         wanted = server.mode() != "off"
     except server.ModeError as e:
@@ -156,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         served = server.call(args_list)  # None: no server took it, and nothing of it ran
         if served is not None:
             return served
-    code = _main(args_list)
+    code = main(args_list)
     if wanted and server.wanted_after(args_list):
         server.start()  # for the next command: this one is done
     return code
@@ -172,28 +185,9 @@ def _main(args_list: list[str]) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(encoding="utf-8")
     try:
-        if args_list[:1] == ["schema"]:
-            return _schema(args_list[1:])
-        if args_list[:1] == ["import"]:
-            return _import(args_list[1:])
-        if args_list[:1] == ["doctor"]:
-            return _doctor(args_list[1:])
-        if args_list[:1] == ["run"]:
-            from elastic_compile.localrun.cli import main as run_main
-
-            return run_main(args_list[1:])
-        from elastic_compile.compiler import cache
-
-        store = cache.open_store(args_list)
-        hit = store.lookup() if store is not None else None
-        if hit is not None:  # the compiler is never loaded
-            for note in hit.found.notes:
-                print(f"elastic-compile: note: {note}", file=sys.stderr)
-            sys.stderr.write(hit.stderr)
-            return _finish(hit.options, hit.boundary, hit.result)
-        with _collector_paused():
-            parser = _parser()
-        return _compile(parser.parse_args(args_list), store)
+        code = _command(args_list)
+        sys.stdout.flush()  # a reader that is gone shows here, not after the exit code is decided
+        return code
     except SpecError as e:
         if debug:
             raise
@@ -208,6 +202,14 @@ def _main(args_list: list[str]) -> int:
     except Exception as e:
         if debug:
             raise
+        if isinstance(e, BrokenPipeError) and _reader_gone():
+            _end_by_sigpipe()
+        if isinstance(e, FileNotFoundError) and not _cwd_exists():
+            print(
+                "elastic-compile: error: the current directory no longer exists; run from one that does",
+                file=sys.stderr,
+            )
+            return EXIT_INPUT
         writer = sys.modules.get("elastic_compile.compiler.writer")  # a WriteError comes from there only
         if writer is not None and isinstance(e, writer.WriteError):
             for line in e.lines:
@@ -218,6 +220,69 @@ def _main(args_list: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _command(args_list: list[str]) -> int:
+    if args_list[:1] == ["schema"]:
+        return _schema(args_list[1:])
+    if args_list[:1] == ["import"]:
+        return _import(args_list[1:])
+    if args_list[:1] == ["doctor"]:
+        return _doctor(args_list[1:])
+    if args_list[:1] == ["run"]:
+        from elastic_compile.localrun.cli import main as run_main
+
+        return run_main(args_list[1:])
+    from elastic_compile.compiler import cache
+
+    store = cache.open_store(args_list)
+    hit = store.lookup() if store is not None else None
+    if hit is not None:  # the compiler is never loaded
+        for note in hit.found.notes:
+            print(f"elastic-compile: note: {note}", file=sys.stderr)
+        sys.stderr.write(hit.stderr)
+        return _finish(hit.options, hit.boundary, hit.result)
+    with _collector_paused():
+        parser = _parser()
+    return _compile(parser.parse_args(args_list), store)
+
+
+def _reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader went away (``| head``)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no descriptor (a StringIO in a test)
+        return False
+
+
+def _end_by_sigpipe() -> None:
+    """End as a tool writing to a closed pipe ends: by SIGPIPE, which the shell reports as 141.
+
+    Nothing more can reach the reader; standard output goes to /dev/null first so that the
+    interpreter's last flush of it cannot fail again.
+    """
+    import os
+    import signal
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+
+
+def _cwd_exists() -> bool:
+    import os
+
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _usage_line(problem: Problem) -> str:
@@ -418,8 +483,8 @@ def _report_drift(diff: str) -> int:
 
 
 def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script entry point: a running compile server may take the command (docs/compiler.md)."""
+    sys.exit(_served(sys.argv[1:]))
 
 
 if __name__ == "__main__":

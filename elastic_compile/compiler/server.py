@@ -45,9 +45,12 @@ import socket
 import struct
 import sys
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from elastic_compile.compiler import cachedir
+
+if TYPE_CHECKING:
+    import subprocess
 
 #: The environment variable choosing whether a server is used and started.
 MODE_ENV: Final = "ELASTIC_COMPILE_SERVER"
@@ -62,8 +65,23 @@ MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
 _HANDSHAKE_SECONDS: Final = 5.0
 #: Commands never handed to a server: ``run`` starts and supervises processes of its own.
 _LOCAL: Final = frozenset({"run", "server"})
-#: Signals a client passes on to its run.
+#: Signals a client passes on to its run (unless the client ignores them, as ``nohup`` makes it).
 _FORWARDED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: Signals a worker takes as the client had them: ignored, or as Python starts with them.
+_DISPOSED: Final = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGTSTP,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+    signal.SIGALRM,
+)
+#: What a handler passes on to its worker: the forwarded signals, and Ctrl-Z's stop and continue.
+_PASSED: Final = frozenset({*_FORWARDED, signal.SIGSTOP, signal.SIGCONT})
 _FORMAT: Final = 1
 _MAGIC: Final = b"ECS1"
 _HEADER: Final = struct.Struct("!4sI")
@@ -117,6 +135,11 @@ def key() -> str | None:
 
     if any(not os.path.isabs(entry) and not _path_hook(entry) for entry in sys.path):
         return None
+    try:
+        if sys.path and sys.path[0] == os.getcwd():
+            return None  # `python -m` imports from the current directory first: a server per directory
+    except OSError:
+        return None
     limits = sorted(
         (name, resource.getrlimit(getattr(resource, name))) for name in dir(resource) if name.startswith("RLIMIT_")
     )
@@ -128,6 +151,7 @@ def key() -> str | None:
             namespaces.append(-1)
     material = {
         "format": _FORMAT,
+        "restrictions": _restrictions(),
         "executable": sys.executable,
         "version": sys.version,
         "path": sys.path,
@@ -145,6 +169,30 @@ def key() -> str | None:
         ),
     }
     return hashlib.sha256(json.dumps(material).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def _restrictions() -> list[Any]:
+    """What the kernel holds against this process beyond ids and limits: a run gets no looser ones.
+
+    Capabilities, no_new_privs and seccomp (/proc/self/status), the cgroup (memory and CPU
+    limits), the LSM label, the root directory (chroot), the scheduling priority, the CPU
+    affinity and the OOM score adjustment. A sandbox the kernel does not show (Landlock) is not
+    here: run sandboxed commands with ``ELASTIC_COMPILE_SERVER=off``.
+    """
+    found: list[Any] = []
+    for name in ("status", "cgroup", "attr/current", "oom_score_adj"):
+        try:
+            with open(f"/proc/self/{name}", "rb") as f:
+                text = f.read(65536).decode("utf-8", "replace")
+        except OSError:
+            text = ""
+        if name == "status":
+            keep = ("Cap", "NoNewPrivs", "Seccomp")
+            text = "\n".join(line for line in text.splitlines() if line.startswith(keep))
+        found.append(text)
+    root = os.stat("/")
+    found += [[root.st_dev, root.st_ino], os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0))]
+    return found
 
 
 def _path_hook(entry: str) -> bool:
@@ -222,6 +270,7 @@ def _stream_facts(stream: Any) -> list[Any]:
 def _hand_over(sock: socket.socket, argv: Sequence[str]) -> int | None:
     umask = os.umask(0o077)
     os.umask(umask)
+    ignored = [int(sig) for sig in _DISPOSED if signal.getsignal(sig) == signal.SIG_IGN]
     request = json.dumps(
         {
             "argv": list(argv),
@@ -229,6 +278,7 @@ def _hand_over(sock: socket.socket, argv: Sequence[str]) -> int | None:
             "env": dict(os.environ),
             "umask": umask,
             "stdio": [_stream_facts(s) for s in (sys.stdin, sys.stdout, sys.stderr)],
+            "ignored": ignored,
         }
     ).encode("utf-8", "surrogateescape")
     if len(request) > MAX_REQUEST_BYTES:
@@ -240,7 +290,10 @@ def _hand_over(sock: socket.socket, argv: Sequence[str]) -> int | None:
     try:
         for fd in (0, 1, 2):
             os.fstat(fd)  # a closed standard descriptor cannot be passed on
-        socket.send_fds(sock, [_HEADER.pack(_MAGIC, len(request)) + request], [cwd, 0, 1, 2])
+        message = _HEADER.pack(_MAGIC, len(request)) + request
+        # The descriptors travel with the first bytes; a large request takes more than one send.
+        sent = socket.send_fds(sock, [message], [cwd, 0, 1, 2])
+        sock.sendall(message[sent:])
         if _recv_exactly(sock, 1) != _READY:
             return None
     except OSError:
@@ -249,7 +302,11 @@ def _hand_over(sock: socket.socket, argv: Sequence[str]) -> int | None:
         os.close(cwd)
     # Committed: from here the run is the server's, and this process only waits for it.
     sock.settimeout(None)
-    previous = {sig: signal.signal(sig, lambda sig, _frame: _forward(sock, sig)) for sig in _FORWARDED}
+    previous = {
+        sig: signal.signal(sig, lambda sig, _frame: _forward(sock, sig)) for sig in _FORWARDED if sig not in ignored
+    }
+    if signal.SIGTSTP not in ignored:
+        previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, lambda _sig, _frame: _suspend(sock))
     try:
         sock.sendall(_GO)
         status = _recv_exactly(sock, _STATUS.size)
@@ -267,10 +324,20 @@ def _hand_over(sock: socket.socket, argv: Sequence[str]) -> int | None:
     killed, value = (int(v) for v in _STATUS.unpack(status)[1:])
     if killed:
         sys.stdout.flush()
-        signal.signal(value, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP cannot be set, nor need to be
+            signal.signal(value, signal.SIG_DFL)
         os.kill(os.getpid(), value)
         return 128 + value  # the signal was blocked or ignored: end as a shell would report it
     return int(value)  # an exit code, 0-255
+
+
+def _suspend(sock: socket.socket) -> None:
+    """Ctrl-Z: stop the run, stop here as the shell expects, and continue the run when continued."""
+    _forward(sock, signal.SIGSTOP)
+    handler = signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTSTP)  # returns once the shell continues this process (fg, bg)
+    signal.signal(signal.SIGTSTP, handler)
+    _forward(sock, signal.SIGCONT)
 
 
 def _forward(sock: socket.socket, sig: int) -> None:
@@ -317,7 +384,12 @@ def start(*, wait: bool = False) -> int | None:
     dir_fd = _directory(create=True)
     if dir_fd is None:
         return None
-    os.close(dir_fd)
+    try:
+        starting = _held(dir_fd, name)  # a server of this key runs or is starting: one is enough
+    finally:
+        os.close(dir_fd)
+    if starting:
+        return _wait_for(name, None) if wait else None
     boot = (
         "import sys; sys.path[:] = sys.argv[1:-1]; "
         "from elastic_compile.compiler.server import serve; serve(sys.argv[-1])"
@@ -333,16 +405,27 @@ def start(*, wait: bool = False) -> int | None:
         )
     except OSError:
         return None
-    if not wait:
-        return child.pid
+    return _wait_for(name, child) if wait else child.pid
+
+
+def _wait_for(name: str, child: subprocess.Popen[bytes] | None) -> int | None:
+    """The pid of the server of key ``name`` once it answers (at most 30 s); None if it ended first."""
     import time
 
     for _ in range(600):  # a server imports and warms the compiler: a second or two on a loaded machine
         found = running()
         if name in found:
             return found[name]
-        if child.poll() is not None and child.returncode != 0:
-            return None
+        if child is None or child.poll() is not None:
+            # Ours ended (another took the key first) or was not ours: wait only while one starts.
+            dir_fd = _directory(create=False)
+            if dir_fd is None:
+                return None
+            try:
+                if not _held(dir_fd, name):
+                    return None
+            finally:
+                os.close(dir_fd)
         time.sleep(0.05)
     return None
 
@@ -460,11 +543,12 @@ def command(argv: Sequence[str]) -> int:
 # --------------------------------------------------------------------------- the server
 
 
-def _signature() -> list[Any]:
-    """Every file of the package, the interpreter and each ``sys.path`` directory, as ``stat`` sees them.
+def _signature(modules: Sequence[str] = ()) -> list[Any]:
+    """Every file of the package, the interpreter, each ``sys.path`` directory and ``modules``, as ``stat`` sees them.
 
     ``st_ctime_ns`` changes with every write and cannot be set back, so an edit, an install
-    or an upgrade shows here without reading a byte.
+    or an upgrade shows here without reading a byte. ``modules`` are the files of every module
+    the server loaded (the libraries and the standard library): one edited in place shows too.
     """
 
     def facts(path: str) -> list[Any]:
@@ -474,7 +558,7 @@ def _signature() -> list[Any]:
             return [path]
         return [path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
 
-    found = [facts(sys.executable)] + [facts(entry) for entry in sys.path]
+    found = [facts(sys.executable)] + [facts(entry) for entry in sys.path] + [facts(m) for m in modules]
     seen = set()
     for where, dirs, files in os.walk(_PACKAGE, followlinks=True):
         real = os.path.realpath(where)
@@ -485,6 +569,29 @@ def _signature() -> list[Any]:
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         found += [facts(os.path.join(where, n)) for n in sorted(files) if not n.endswith((".pyc", ".pyo"))]
     return found
+
+
+def _loaded() -> list[str]:
+    """The files of the modules loaded in this process."""
+    files = {getattr(module, "__file__", None) for module in list(sys.modules.values())}
+    return sorted(f for f in files if isinstance(f, str) and os.path.isabs(f))
+
+
+def _held(dir_fd: int, name: str) -> bool:
+    """Whether a server of key ``name`` holds its lock (it runs, or is starting)."""
+    import fcntl
+
+    try:
+        fd = os.open(_PREFIX + name + _LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def _warm() -> None:
@@ -547,8 +654,10 @@ def serve(name: str) -> None:
 
     with _collector_paused():
         _warm()
+    watched = _loaded()
     if _signature() != before:
         return  # changed while it loaded
+    before = _signature(watched)
     socket_name = _PREFIX + name + _SOCKET
     with contextlib.suppress(FileNotFoundError):
         os.unlink(socket_name, dir_fd=dir_fd)
@@ -567,12 +676,19 @@ def serve(name: str) -> None:
     try:
         while not stopping:
             readable, _, _ = select.select([listener], [], [], 1.0)
-            handlers -= _reaped(handlers)
+            for pid, status in _reaped(handlers).items():
+                handlers.discard(pid)
+                if status == 0:  # a run: a probe (`server status`) or a dropped request does not keep it up
+                    last = time.monotonic()
+            try:
+                if os.stat(socket_name, dir_fd=dir_fd, follow_symlinks=False).st_ino != bound:
+                    break
+            except OSError:
+                break  # the cache directory was removed: no client can reach this server again
             if readable:
                 conn, _ = listener.accept()
-                last = time.monotonic()
                 with conn:
-                    if len(handlers) >= MAX_RUNS or _signature() != before:
+                    if len(handlers) >= MAX_RUNS or _signature(watched) != before:
                         if len(handlers) < MAX_RUNS:
                             stopping.append(0)  # the compiler on disk is not the one loaded here
                         continue  # closed unanswered: the client runs the command itself
@@ -597,14 +713,17 @@ def serve(name: str) -> None:
         os.close(dir_fd)
 
 
-def _reaped(pids: set[int]) -> set[int]:
-    done = set()
-    for pid in pids:
+def _reaped(pids: set[int]) -> dict[int, int]:
+    """The handlers of ``pids`` that ended: pid -> exit code (0: it ran a command)."""
+    done = {}
+    for pid in list(pids):
         try:
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                done.add(pid)
+            ended, status = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
-            done.add(pid)
+            done[pid] = -1
+            continue
+        if ended == pid:
+            done[pid] = os.waitstatus_to_exitcode(status)
     return done
 
 
@@ -663,7 +782,10 @@ def _well_formed(request: Any) -> bool:
     def strings(value: Any) -> bool:
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
-    if not isinstance(request, dict) or set(request) != {"argv", "argv0", "env", "umask", "stdio"}:
+    if not isinstance(request, dict) or set(request) != {"argv", "argv0", "env", "umask", "stdio", "ignored"}:
+        return False
+    ignored = request["ignored"]
+    if not isinstance(ignored, list) or not all(type(sig) is int and sig in _DISPOSED for sig in ignored):
         return False
     env, stdio = request["env"], request["stdio"]
     return (
@@ -704,7 +826,7 @@ def _supervise(conn: socket.socket, worker: int) -> None:
                 os.kill(worker, signal.SIGKILL)
                 break
             for sig in data:
-                if sig in _FORWARDED:
+                if sig in _PASSED:
                     os.kill(worker, sig)
         _, status = os.waitpid(worker, 0)
     finally:
@@ -724,9 +846,14 @@ def _work(request: dict[str, Any], fds: list[int]) -> None:
 
     code: Any = 1
     try:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
+        # As the client's interpreter has them: ignored where it ignores them (nohup, `cmd &`),
+        # else as Python starts (SIGINT raises KeyboardInterrupt, the others their default).
+        for sig in _DISPOSED:
+            if sig in request["ignored"]:
+                signal.signal(sig, signal.SIG_IGN)
+            else:
+                signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         cwd, *std = fds
         for target, fd in enumerate(std):
             os.dup2(fd, target)
@@ -739,19 +866,20 @@ def _work(request: dict[str, Any], fds: list[int]) -> None:
         sys.argv = [request["argv0"], *request["argv"]]
         streams = []
         for fd, (encoding, errors, line_buffering, write_through, buffered) in enumerate(request["stdio"]):
-            raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
-            raw.name = ("<stdin>", "<stdout>", "<stderr>")[fd]
-            binary: Any = (io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)) if buffered else raw
-            streams.append(
-                io.TextIOWrapper(
-                    binary,
-                    encoding=encoding,
-                    errors=errors,
-                    newline="\n",
-                    line_buffering=line_buffering,
-                    write_through=write_through,
-                )
+            # As the interpreter opens them: open() sizes the buffer by the descriptor (4 KiB for a pipe),
+            # which decides when a write reaches a reader that is gone.
+            binary: Any = io.open(fd, "rb" if fd == 0 else "wb", buffering=-1 if buffered else 0, closefd=False)  # noqa: SIM115, UP020
+            (binary.raw if buffered else binary).name = ("<stdin>", "<stdout>", "<stderr>")[fd]
+            stream = io.TextIOWrapper(
+                binary,
+                encoding=encoding,
+                errors=errors,
+                newline="\n",
+                line_buffering=line_buffering,
+                write_through=write_through,
             )
+            stream.mode = "r" if fd == 0 else "w"  # type: ignore[misc]  # as open() sets it: part of its repr
+            streams.append(stream)
         sys.stdin, sys.stdout, sys.stderr = streams
         sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
         from elastic_compile.compiler.cli import main
@@ -781,12 +909,18 @@ def _work(request: dict[str, Any], fds: list[int]) -> None:
 
 
 def _flush() -> bool:
+    """Flush standard output and error as the interpreter does when it exits, and say so as it does."""
+    import traceback
+
     ok = True
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError) as e:
             ok = False
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(f"Exception ignored in: {stream!r}\n" + "".join(traceback.format_exception_only(e)))
+                sys.stderr.flush()
     return ok
 
 
