@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -65,7 +66,11 @@ def _no_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 def _servers_below(base: Path) -> list[int]:
-    """The compile servers whose cache directory is under ``base`` (their environment names it)."""
+    """The compile servers whose cache directory is under ``base`` (their environment names it).
+
+    A server's forks (a run's handler and worker) have its command line too: only those whose
+    parent is not one of them are servers.
+    """
     found: list[int] = []
     if not os.path.isdir("/proc"):
         return found  # no server runs where there is no /proc either
@@ -80,7 +85,11 @@ def _servers_below(base: Path) -> list[int]:
             continue
         if any(v.startswith(b"ELASTIC_COMPILE_CACHE_DIR=" + os.fsencode(base)) for v in environ):
             found.append(int(pid))
-    return found
+    parents: dict[int, int] = {}
+    for server in found:
+        with contextlib.suppress(OSError), open(f"/proc/{server}/stat", "rb") as f:
+            parents[server] = int(f.read().rsplit(b")", 1)[1].split()[1])
+    return [server for server in found if parents.get(server) not in found]
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,7 @@ client quietly compiled by itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -201,34 +202,18 @@ def _holders(pipe_inode: int) -> dict[int, list[int]]:
 def test_a_signal_to_the_client_ends_the_run(harness: Harness, how: int) -> None:
     """The run reads a spec from standard input that never ends: only the signal can end it."""
     harness.start()
-    read, write = os.pipe()
-    inode = os.fstat(read).st_ino
-    client = subprocess.Popen(
-        [sys.executable, str(harness.launcher), "-"],
-        stdin=read,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=harness.env,
-        cwd=harness.tmp,
-    )
-    os.close(read)
-    for _ in range(2000):  # handed over: another process (the worker) reads the pipe as its standard input
-        if any(0 in fds for pid, fds in _holders(inode).items() if pid != client.pid):
-            break
-        time.sleep(0.01)
-    else:
-        pytest.fail("the run never reached the server")
-    client.send_signal(how)
-    _, stderr = client.communicate()
-    assert client.returncode == -how
-    if how == signal.SIGINT:
-        assert b"KeyboardInterrupt" in stderr  # the worker's traceback, as the run here would print it
-    for _ in range(2000):
-        if not _holders(inode):
-            break
-        time.sleep(0.01)
-    assert not _holders(inode), "the run outlived its client"
-    os.close(write)
+    with _client_on_a_pipe(harness) as (client, inode, _):
+        _worker(client, inode)
+        client.send_signal(how)
+        _, stderr = client.communicate()
+        assert client.returncode == -how
+        if how == signal.SIGINT:
+            assert b"KeyboardInterrupt" in stderr  # the worker's traceback, as the run here would print it
+        for _ in range(2000):
+            if not _holders(inode):
+                break
+            time.sleep(0.01)
+        assert not _holders(inode), "the run outlived its client"
     assert len(harness.servers()) == 1  # the server itself goes on
 
 
@@ -391,8 +376,19 @@ def test_a_cache_directory_others_may_enter_is_not_used(harness: Harness) -> Non
         harness.cache.chmod(0o700)
 
 
-def _client_on_a_pipe(h: Harness, **kw: Any) -> tuple[subprocess.Popen[bytes], int, int]:
-    """A client reading its spec from a pipe this test holds: (the client, the pipe's inode, its write end)."""
+@contextlib.contextmanager
+def _client_on_a_pipe(h: Harness, ignore: tuple[int, ...] = ()) -> Iterator[tuple[subprocess.Popen[bytes], int, int]]:
+    """A client reading its spec from a pipe this test holds: (the client, the pipe's inode, its write end).
+
+    Its signals start as a shell's foreground command has them (whatever runs the suite: a
+    background job ignores some), but for ``ignore``. On the way out it is killed, and the
+    pipe closed, so that no run outlives a failed test.
+    """
+
+    def dispositions() -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGTSTP):
+            signal.signal(sig, signal.SIG_IGN if sig in ignore else signal.SIG_DFL)
+
     read, write = os.pipe()
     inode = os.fstat(read).st_ino
     client = subprocess.Popen(
@@ -402,10 +398,17 @@ def _client_on_a_pipe(h: Harness, **kw: Any) -> tuple[subprocess.Popen[bytes], i
         stderr=subprocess.PIPE,
         env=h.env,
         cwd=h.tmp,
-        **kw,
+        preexec_fn=dispositions,  # noqa: PLW1509 -- it only sets signal dispositions
     )
     os.close(read)
-    return client, inode, write
+    try:
+        yield client, inode, write
+    finally:
+        if client.poll() is None:
+            client.kill()
+        client.communicate()
+        with contextlib.suppress(OSError):
+            os.close(write)
 
 
 def _worker(client: subprocess.Popen[bytes], inode: int) -> int:
@@ -426,47 +429,46 @@ def _state(pid: int) -> str:
 def test_an_ignored_signal_stays_ignored(harness: Harness) -> None:
     """Under nohup, SIGHUP is ignored by the command, and so by its run in the server."""
     harness.start()
-    client, inode, write = _client_on_a_pipe(harness, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
-    worker = _worker(client, inode)
-    client.send_signal(signal.SIGHUP)
-    os.kill(worker, signal.SIGHUP)  # as a hangup of the terminal would reach it too
-    os.write(write, EXAMPLE.read_bytes())
-    os.close(write)
-    out, err = client.communicate()
-    assert client.returncode == 0, err
-    assert b"PyTorchJob" in out
+    with _client_on_a_pipe(harness, ignore=(signal.SIGHUP,)) as (client, inode, write):
+        worker = _worker(client, inode)
+        client.send_signal(signal.SIGHUP)
+        os.kill(worker, signal.SIGHUP)  # as a hangup of the terminal would reach it too
+        os.write(write, EXAMPLE.read_bytes())
+        os.close(write)
+        out, err = client.communicate()
+        assert client.returncode == 0, err
+        assert b"PyTorchJob" in out
 
 
 def test_a_run_killed_outright_ends_its_client_alike(harness: Harness) -> None:
     harness.start()
-    client, inode, write = _client_on_a_pipe(harness)
-    os.kill(_worker(client, inode), signal.SIGKILL)  # the OOM killer's way
-    _, err = client.communicate()
-    os.close(write)
-    assert client.returncode == -signal.SIGKILL
-    assert err == b""
+    with _client_on_a_pipe(harness) as (client, inode, _):
+        os.kill(_worker(client, inode), signal.SIGKILL)  # the OOM killer's way
+        _, err = client.communicate()
+        assert client.returncode == -signal.SIGKILL
+        assert err == b""
 
 
 def test_ctrl_z_stops_the_run_and_fg_continues_it(harness: Harness) -> None:
     harness.start()
-    client, inode, write = _client_on_a_pipe(harness)
-    worker = _worker(client, inode)
-    client.send_signal(signal.SIGTSTP)
-    for _ in range(2000):
-        if _state(client.pid) == "T" and _state(worker) == "T":
-            break
-        time.sleep(0.01)
-    assert (_state(client.pid), _state(worker)) == ("T", "T")
-    client.send_signal(signal.SIGCONT)
-    for _ in range(2000):
-        if _state(worker) != "T":
-            break
-        time.sleep(0.01)
-    os.write(write, EXAMPLE.read_bytes())
-    os.close(write)
-    out, err = client.communicate()
-    assert client.returncode == 0, err
-    assert b"PyTorchJob" in out
+    with _client_on_a_pipe(harness) as (client, inode, write):
+        worker = _worker(client, inode)
+        client.send_signal(signal.SIGTSTP)
+        for _ in range(2000):
+            if _state(client.pid) == "T" and _state(worker) == "T":
+                break
+            time.sleep(0.01)
+        assert (_state(client.pid), _state(worker)) == ("T", "T")
+        client.send_signal(signal.SIGCONT)
+        for _ in range(2000):
+            if _state(worker) != "T":
+                break
+            time.sleep(0.01)
+        os.write(write, EXAMPLE.read_bytes())
+        os.close(write)
+        out, err = client.communicate()
+        assert client.returncode == 0, err
+        assert b"PyTorchJob" in out
 
 
 def test_a_large_request_is_served(harness: Harness) -> None:

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from elastic_compile.compiler import inputs, writer
-from elastic_compile.compiler.cachedir import DIR_ENV, directory, open_directory
+from elastic_compile.compiler.cachedir import DIR_ENV, directory, open_directory, package_files
 from elastic_compile.core import safefs
 from elastic_compile.core.errors import SpecError
 from elastic_compile.core.source import MAX_BYTES, read_input
@@ -139,27 +139,14 @@ def _package_digest() -> str:
     """
     package = _PACKAGE
     digest = hashlib.sha256()
-    seen = set()
-    # Links are followed as the import system follows them (an install may link every file),
-    # each directory once; a dangling link (an editor's lock file) is nothing imported.
-    for where, dirs, files in os.walk(package, followlinks=True):
-        real = os.path.realpath(where)
-        if real in seen:
-            dirs[:] = []
+    for path in package_files(str(package)):
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:  # a dangling link (an editor's lock file) is nothing imported
             continue
-        seen.add(real)
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith((".pyc", ".pyo")):
-                continue
-            path = os.path.join(where, name)
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except FileNotFoundError:
-                continue
-            digest.update(os.fsencode(os.path.relpath(path, package)) + f"\0{len(data)}\0".encode())
-            digest.update(data)
+        digest.update(os.fsencode(os.path.relpath(path, package)) + f"\0{len(data)}\0".encode())
+        digest.update(data)
     return digest.hexdigest()
 
 

@@ -1,4 +1,4 @@
-"""Where the user's cache directory is, and whether it may be used.
+"""Where the user's cache directory is, whether it may be used, and which files are the compiler.
 
 It holds the result cache's entries (:mod:`elastic_compile.compiler.cache`) and the compile
 server's socket (:mod:`elastic_compile.compiler.server`). Both trust what they find there
@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -82,3 +83,21 @@ def _refuse(path: Path, why: str) -> None:
 
         shown = printable(str(path))
         print(f"elastic-compile: note: the cache {shown} is not used: {why}, or set {DIR_ENV}", file=sys.stderr)
+
+
+def package_files(package: str) -> Iterator[str]:
+    """The paths of a package's files as the import system reaches them, in a stable order.
+
+    Links are followed as imports follow them (an install may link every file), each directory
+    once; bytecode is left out (it follows from the sources). The result cache keys a run by
+    their content; the compile server watches them.
+    """
+    seen = set()
+    for where, dirs, files in os.walk(package, followlinks=True):
+        real = os.path.realpath(where)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        yield from (os.path.join(where, name) for name in sorted(files) if not name.endswith((".pyc", ".pyo")))

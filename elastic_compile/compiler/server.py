@@ -559,16 +559,7 @@ def _signature(modules: Sequence[str] = ()) -> list[Any]:
         return [path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
 
     found = [facts(sys.executable)] + [facts(entry) for entry in sys.path] + [facts(m) for m in modules]
-    seen = set()
-    for where, dirs, files in os.walk(_PACKAGE, followlinks=True):
-        real = os.path.realpath(where)
-        if real in seen:
-            dirs[:] = []
-            continue
-        seen.add(real)
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        found += [facts(os.path.join(where, n)) for n in sorted(files) if not n.endswith((".pyc", ".pyo"))]
-    return found
+    return found + [facts(path) for path in cachedir.package_files(_PACKAGE)]
 
 
 def _loaded() -> list[str]:
