@@ -561,3 +561,78 @@ def test_a_removed_current_directory_is_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr == b"elastic-compile: error: the current directory no longer exists; run from one that does\n"
+
+
+def test_a_descriptor_named_in_the_arguments_runs_here(harness: Harness) -> None:
+    """``elastic-compile <(cat spec)`` names /dev/fd/63, which only this process holds."""
+    harness.start()
+    ended = []
+    for mode in ("on", "off"):
+        fd = os.open(EXAMPLE, os.O_RDONLY)
+        try:
+            done = harness.run(f"/dev/fd/{fd}", mode=mode, pass_fds=(fd,))
+        finally:
+            os.close(fd)
+        ended.append((done.returncode, done.stdout, done.stderr))
+    assert ended[0] == ended[1]
+    assert ended[0][0] == 0
+    assert harness.compiled_here() == [True, True]
+
+
+@pytest.mark.parametrize("closed", [0, 2])
+def test_a_closed_standard_stream_runs_here(harness: Harness, tmp_path: Path, closed: int) -> None:
+    harness.start()
+    outputs = []
+    for mode in ("on", "off"):
+        out = tmp_path / f"{mode}.yaml"
+        with out.open("wb") as f:
+            done = harness.run(
+                str(EXAMPLE), mode=mode, stdout=f, capture_output=False, preexec_fn=lambda: os.close(closed)
+            )
+        outputs.append((done.returncode, out.read_bytes()))
+    assert outputs[0] == outputs[1]
+    assert outputs[0][0] == 0 and outputs[0][1].startswith(b"apiVersion")  # nothing but the manifest in stdout
+    assert harness.compiled_here() == [True, True]
+
+
+@pytest.mark.parametrize("variable", ["PYTHONWARNINGS", "LD_LIBRARY_PATH", "TZ"])
+def test_startup_settings_key_the_server(harness: Harness, variable: str) -> None:
+    harness.start()
+    assert (
+        harness.run(str(EXAMPLE), env={variable: "default" if variable == "PYTHONWARNINGS" else "/nowhere"}).returncode
+        == 0
+    )
+    assert harness.run(str(EXAMPLE)).returncode == 0
+    assert harness.compiled_here() == [True, False]
+
+
+def test_an_abbreviated_debug_runs_here(harness: Harness) -> None:
+    harness.start()
+    assert harness.run(str(EXAMPLE), "--debu").returncode == 0
+    assert harness.compiled_here() == [True]
+
+
+def test_a_run_whose_handler_is_killed_ends_with_its_client(harness: Harness) -> None:
+    harness.start()
+    with _client_on_a_pipe(harness) as (client, inode, _):
+        worker = _worker(client, inode)
+        with open(f"/proc/{worker}/stat", "rb") as f:
+            handler = int(f.read().rsplit(b")", 1)[1].split()[1])
+        os.kill(handler, signal.SIGKILL)
+        _, err = client.communicate()
+        assert client.returncode == 3
+        assert b"ended without an exit status" in err
+        for _ in range(2000):
+            if not _holders(inode):
+                break
+            time.sleep(0.01)
+        assert not _holders(inode), "the run outlived its client"
+
+
+def test_a_path_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    outside = os.fsdecode(b"/tmp/elastic-compile-test-\xff")
+    done = h.run(str(EXAMPLE), "-o", outside, mode="off")
+    assert done.returncode == 2
+    assert done.stderr.count(b"\n") == 1 and b"\\udcff" in done.stderr
+    assert not os.path.exists(outside)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gc
 import io
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -180,6 +181,8 @@ def _main(args_list: list[str]) -> int:
     from elastic_compile.core.errors import CompileError, SpecError
 
     debug = "--debug" in args_list
+    if sys.stderr is None:  # started with standard error closed (2>&-): what it would say is lost,
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- not written into standard output instead
     # Manifests are UTF-8 whatever the locale: in LC_ALL=C a non-ASCII label must not crash.
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
@@ -212,8 +215,10 @@ def _main(args_list: list[str]) -> int:
             return EXIT_INPUT
         writer = sys.modules.get("elastic_compile.compiler.writer")  # a WriteError comes from there only
         if writer is not None and isinstance(e, writer.WriteError):
-            for line in e.lines:
-                print(f"elastic-compile: error: {line}", file=sys.stderr)
+            from elastic_compile.core.errors import printable
+
+            for line in e.lines:  # a path may hold bytes that are not UTF-8
+                print(printable(f"elastic-compile: error: {line}"), file=sys.stderr)
             return EXIT_INPUT
         print(
             f"elastic-compile: internal error: {type(e).__name__}: {e} (rerun with --debug and report it)",
@@ -265,7 +270,6 @@ def _end_by_sigpipe() -> None:
     Nothing more can reach the reader; standard output goes to /dev/null first so that the
     interpreter's last flush of it cannot fail again.
     """
-    import os
     import signal
 
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -276,7 +280,6 @@ def _end_by_sigpipe() -> None:
 
 
 def _cwd_exists() -> bool:
-    import os
 
     try:
         os.getcwd()

@@ -86,10 +86,13 @@ _FORMAT: Final = 1
 _MAGIC: Final = b"ECS1"
 _HEADER: Final = struct.Struct("!4sI")
 _STATUS: Final = struct.Struct("!cBi")  # b"X", 0 exited / 1 killed by a signal, the code or signal
+_WORKER: Final = struct.Struct("!ci")  # b"W", the worker's pid
 _PEER: Final = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _READY, _GO = b"R", b"G"
 _PACKAGE: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PREFIX, _SOCKET, _LOCK = "server-", ".sock", ".lock"
+#: Environment variables read when a process starts (they key a server; a run gets the rest).
+_STARTUP_ENV: Final = ("LC_", "LD_", "PYTHON", "PYDANTIC_", "MALLOC_", "GLIBC_")
 
 #: Set in a server and its forks: a worker's ``main`` must run the command, not call a server.
 _serving = False
@@ -116,9 +119,15 @@ def available() -> bool:
 def routed(argv: Sequence[str]) -> bool:
     """Whether a command with ``argv`` may be handed to a server at all.
 
-    Not with ``--debug``: its tracebacks would show the server's frames around the command's.
+    Not with ``--debug`` (or a prefix argparse takes for it): its tracebacks would show the
+    server's frames around the command's. Not when an argument names one of this process's
+    descriptors (``<(...)`` is ``/dev/fd/63``): a run gets standard input, output and error only.
     """
-    return not _serving and available() and not (argv[:1] and argv[0] in _LOCAL) and "--debug" not in argv
+    if _serving or not available() or (argv[:1] and argv[0] in _LOCAL):
+        return False
+    return not any(
+        (len(word) >= 3 and "--debug".startswith(word)) or "/dev/fd/" in word or "/proc/" in word for word in argv
+    )
 
 
 # --------------------------------------------------------------------------- the key
@@ -156,17 +165,15 @@ def key() -> str | None:
         "version": sys.version,
         "path": sys.path,
         "flags": list(sys.flags),
+        "options": [sorted(sys._xoptions.items(), key=str), sys.warnoptions],
         "fs": [sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()],
         "ids": [os.getuid(), os.geteuid(), os.getgid(), os.getegid(), sorted(os.getgroups())],
         "limits": limits,
         "namespaces": namespaces,
         "package": _PACKAGE,
-        # Read while the interpreter and the libraries start, so a server has its starter's.
-        "env": sorted(
-            (k, v)
-            for k, v in os.environ.items()
-            if k in ("LC_ALL", "LC_CTYPE", "LANG", "PYTHONHASHSEED") or k.startswith("PYDANTIC_")
-        ),
+        # Read while the interpreter, the dynamic loader and the libraries start, so a server
+        # keeps its starter's: LD_PRELOAD, PYTHONWARNINGS, PYTHONMALLOC, the locale, TZ...
+        "env": sorted((k, v) for k, v in os.environ.items() if k in ("LANG", "TZ") or k.startswith(_STARTUP_ENV)),
     }
     return hashlib.sha256(json.dumps(material).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
@@ -175,12 +182,13 @@ def _restrictions() -> list[Any]:
     """What the kernel holds against this process beyond ids and limits: a run gets no looser ones.
 
     Capabilities, no_new_privs and seccomp (/proc/self/status), the cgroup (memory and CPU
-    limits), the LSM label, the root directory (chroot), the scheduling priority, the CPU
-    affinity and the OOM score adjustment. A sandbox the kernel does not show (Landlock) is not
-    here: run sandboxed commands with ``ELASTIC_COMPILE_SERVER=off``.
+    limits), the LSM label, the root directory (chroot), the personality, the scheduling
+    policy and priority, the CPU affinity and the OOM score adjustment. What the kernel does
+    not show without a system call (the I/O priority of ``ionice``) or at all (Landlock) is
+    not here: run such commands with ``ELASTIC_COMPILE_SERVER=off``.
     """
     found: list[Any] = []
-    for name in ("status", "cgroup", "attr/current", "oom_score_adj"):
+    for name in ("status", "cgroup", "attr/current", "oom_score_adj", "personality"):
         try:
             with open(f"/proc/self/{name}", "rb") as f:
                 text = f.read(65536).decode("utf-8", "replace")
@@ -191,7 +199,13 @@ def _restrictions() -> list[Any]:
             text = "\n".join(line for line in text.splitlines() if line.startswith(keep))
         found.append(text)
     root = os.stat("/")
-    found += [[root.st_dev, root.st_ino], os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0))]
+    found += [
+        [root.st_dev, root.st_ino],
+        os.getpriority(os.PRIO_PROCESS, 0),
+        os.sched_getscheduler(0),
+        os.sched_getparam(0).sched_priority,
+        sorted(os.sched_getaffinity(0)),
+    ]
     return found
 
 
@@ -284,12 +298,14 @@ def _hand_over(sock: socket.socket, argv: Sequence[str]) -> int | None:
     if len(request) > MAX_REQUEST_BYTES:
         return None
     try:
+        for fd in (0, 1, 2):
+            os.fstat(
+                fd
+            )  # a closed standard descriptor cannot be passed on (checked first: the next open would take it)
         cwd = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None  # no current directory to hand over: the command says so itself
     try:
-        for fd in (0, 1, 2):
-            os.fstat(fd)  # a closed standard descriptor cannot be passed on
         message = _HEADER.pack(_MAGIC, len(request)) + request
         # The descriptors travel with the first bytes; a large request takes more than one send.
         sent = socket.send_fds(sock, [message], [cwd, 0, 1, 2])
@@ -307,8 +323,12 @@ def _hand_over(sock: socket.socket, argv: Sequence[str]) -> int | None:
     }
     if signal.SIGTSTP not in ignored:
         previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, lambda _sig, _frame: _suspend(sock))
+    worker = 0
     try:
         sock.sendall(_GO)
+        started = _recv_exactly(sock, _WORKER.size)
+        if len(started) == _WORKER.size:
+            worker = _WORKER.unpack(started)[1]
         status = _recv_exactly(sock, _STATUS.size)
     except OSError:
         status = b""
@@ -316,6 +336,9 @@ def _hand_over(sock: socket.socket, argv: Sequence[str]) -> int | None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if len(status) != _STATUS.size:
+        if worker > 0:  # its handler is gone: the run must not go on writing after this exit
+            with contextlib.suppress(OSError):
+                os.kill(worker, signal.SIGKILL)
         sys.stderr.write(
             "elastic-compile: internal error: the compile server ended without an exit status "
             f"(rerun with {MODE_ENV}=off and report it)\n"
@@ -643,9 +666,19 @@ def serve(name: str) -> None:
     before = _signature()
     from elastic_compile.compiler.cli import _collector_paused
 
+    opened: list[str] = []
+    watching = [True]
+
+    def audit(event: str, args: tuple[Any, ...]) -> None:
+        # Data files the warm-up reads (a library's schemas, cached for good) are watched too.
+        if watching[0] and event == "open" and isinstance(args[0], str):
+            opened.append(os.path.abspath(args[0]))
+
+    sys.addaudithook(audit)  # cannot be removed: after the warm-up it returns at once
     with _collector_paused():
         _warm()
-    watched = _loaded()
+    watching[0] = False
+    watched = sorted({*_loaded(), *(f for f in opened if not f.startswith(("/proc/", "/dev/")) and os.path.isfile(f))})
     if _signature() != before:
         return  # changed while it loaded
     before = _signature(watched)
@@ -742,6 +775,8 @@ def _handle(conn: socket.socket) -> None:
             _work(request, fds)
         for fd in fds:
             os.close(fd)
+        with contextlib.suppress(OSError):  # a client gone already: _supervise ends the run
+            conn.sendall(_WORKER.pack(b"W", worker))
         _supervise(conn, worker)
         code = 0
     finally:
