@@ -563,14 +563,19 @@ def test_a_removed_current_directory_is_one_line(tmp_path: Path) -> None:
     assert done.stderr == b"elastic-compile: error: the current directory no longer exists; run from one that does\n"
 
 
-def test_a_descriptor_named_in_the_arguments_runs_here(harness: Harness) -> None:
-    """``elastic-compile <(cat spec)`` names /dev/fd/63, which only this process holds."""
+@pytest.mark.parametrize("spelling", ["/dev/fd/{fd}", "/dev//fd/{fd}", "/dev/./fd/{fd}", "link", "dirlink/{fd}"])
+def test_a_descriptor_named_in_the_arguments_runs_here(harness: Harness, spelling: str) -> None:
+    """``elastic-compile <(cat spec)`` names /dev/fd/63, which only this process holds: however spelled."""
     harness.start()
     ended = []
     for mode in ("on", "off"):
         fd = os.open(EXAMPLE, os.O_RDONLY)
+        for name, target in (("link", f"/dev/fd/{fd}"), ("dirlink", "/dev/fd")):
+            with contextlib.suppress(FileNotFoundError):
+                (harness.tmp / name).unlink()
+            (harness.tmp / name).symlink_to(target)
         try:
-            done = harness.run(f"/dev/fd/{fd}", mode=mode, pass_fds=(fd,))
+            done = harness.run(spelling.format(fd=fd), "--root", "/", mode=mode, pass_fds=(fd,))
         finally:
             os.close(fd)
         ended.append((done.returncode, done.stdout, done.stderr))
@@ -636,3 +641,32 @@ def test_a_path_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.count(b"\n") == 1 and b"\\udcff" in done.stderr
     assert not os.path.exists(outside)
+
+
+def test_a_closed_standard_output_is_one_line(harness: Harness) -> None:
+    for mode in ("on", "off"):
+        done = harness.run(
+            str(EXAMPLE),
+            mode=mode,
+            capture_output=False,
+            stderr=subprocess.PIPE,
+            preexec_fn=lambda: os.close(1),
+        )
+        assert done.returncode == 2
+        assert done.stderr == b"elastic-compile: error: standard output is closed; give -o DIR, or a file to print to\n"
+
+
+def test_a_prefix_of_debug_shows_the_traceback(tmp_path: Path) -> None:
+    done = Harness(tmp_path).run("missing.elastic.yaml", "--deb", mode="off")
+    assert done.returncode == 1 and b"Traceback" in done.stderr  # as with --debug: the error raised, not a line
+
+
+def test_starting_a_server_warns_of_nothing(harness: Harness) -> None:
+    """Under ``-W default`` a process that leaves a child running is warned of; the server is meant to outlive it."""
+    done = harness.run(str(EXAMPLE), env={"PYTHONWARNINGS": "default"})
+    assert done.returncode == 0
+    assert done.stderr == b""
+    for _ in range(3000):  # let it come up, so that the fixture's stop finds it answering
+        if harness.servers():
+            break
+        time.sleep(0.02)

@@ -11,6 +11,7 @@ A command imports only what it needs: ``--version`` nothing, ``schema`` the spec
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import io
 import os
@@ -180,7 +181,9 @@ def _main(args_list: list[str]) -> int:
     """The command, run in this process."""
     from elastic_compile.core.errors import CompileError, SpecError
 
-    debug = "--debug" in args_list
+    debug = wants_debug(args_list)
+    if sys.stdout is None:  # started with standard output closed (>&-)
+        sys.stdout = _ClosedOutput()
     if sys.stderr is None:  # started with standard error closed (2>&-): what it would say is lost,
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- not written into standard output instead
     # Manifests are UTF-8 whatever the locale: in LC_ALL=C a non-ASCII label must not crash.
@@ -207,6 +210,11 @@ def _main(args_list: list[str]) -> int:
             raise
         if isinstance(e, BrokenPipeError) and _reader_gone():
             _end_by_sigpipe()
+        if isinstance(e, OSError) and isinstance(sys.stdout, _ClosedOutput):
+            print(
+                "elastic-compile: error: standard output is closed; give -o DIR, or a file to print to", file=sys.stderr
+            )
+            return EXIT_INPUT
         if isinstance(e, FileNotFoundError) and not _cwd_exists():
             print(
                 "elastic-compile: error: the current directory no longer exists; run from one that does",
@@ -250,6 +258,18 @@ def _command(args_list: list[str]) -> int:
     with _collector_paused():
         parser = _parser()
     return _compile(parser.parse_args(args_list), store)
+
+
+def wants_debug(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` asks for tracebacks: ``--debug``, or a prefix of it that argparse takes for it."""
+    return any(len(word) >= 3 and "--debug".startswith(word) for word in argv)
+
+
+class _ClosedOutput(io.TextIOBase):
+    """Standard output when the command started without one: printing to it is an error, not a crash."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
 
 
 def _reader_gone() -> bool:

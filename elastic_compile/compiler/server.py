@@ -123,11 +123,34 @@ def routed(argv: Sequence[str]) -> bool:
     server's frames around the command's. Not when an argument names one of this process's
     descriptors (``<(...)`` is ``/dev/fd/63``): a run gets standard input, output and error only.
     """
+    from elastic_compile.compiler.cli import wants_debug  # loaded already: the client starts there
+
     if _serving or not available() or (argv[:1] and argv[0] in _LOCAL):
         return False
-    return not any(
-        (len(word) >= 3 and "--debug".startswith(word)) or "/dev/fd/" in word or "/proc/" in word for word in argv
-    )
+    return not wants_debug(argv) and not any(_names_a_descriptor(word) for word in argv)
+
+
+def _names_a_descriptor(word: str) -> bool:
+    """Whether ``word`` (or an option's ``=value``) is a path to one of this process's descriptors.
+
+    However it is spelled (``/dev//fd/5``, ``/dev/./fd/5``) and through any links (a link to
+    ``/dev/fd/5``, a directory linked to ``/dev/fd``): /dev/fd and /dev/std* lead into /proc.
+    """
+    path = word.split("=", 1)[1] if word.startswith("--") and "=" in word else word
+    for _ in range(40):  # the kernel's own bound on links followed
+        try:
+            where = os.path.normpath(os.path.abspath(path))
+        except (OSError, ValueError):
+            return False  # no current directory, or a NUL: the command says so itself
+        if where.startswith(("/proc/", "/dev/fd/")) or where in ("/proc", "/dev/fd"):
+            return True
+        try:
+            if os.path.realpath(os.path.dirname(where)).startswith("/proc/"):
+                return True
+            path = os.path.join(os.path.dirname(where), os.readlink(where))
+        except OSError:
+            return False  # not a link (or nothing there): where it names is all there is
+    return True
 
 
 # --------------------------------------------------------------------------- the key
@@ -400,6 +423,7 @@ def start(*, wait: bool = False) -> int | None:
     environment, so that its key is this process's key (a server whose key differs stops).
     """
     import subprocess
+    import warnings
 
     name = key()
     if name is None or not available():
@@ -428,7 +452,13 @@ def start(*, wait: bool = False) -> int | None:
         )
     except OSError:
         return None
-    return _wait_for(name, child) if wait else child.pid
+    if wait:
+        return _wait_for(name, child)
+    pid = child.pid
+    with warnings.catch_warnings():  # it outlives us by design: not a leak to warn of (-W default)
+        warnings.simplefilter("ignore", ResourceWarning)
+        del child
+    return pid
 
 
 def _wait_for(name: str, child: subprocess.Popen[bytes] | None) -> int | None:
