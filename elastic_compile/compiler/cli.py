@@ -300,7 +300,6 @@ def _end_by_sigpipe() -> None:
 
 
 def _cwd_exists() -> bool:
-
     try:
         os.getcwd()
     except FileNotFoundError:

@@ -321,10 +321,9 @@ def _hand_over(sock: socket.socket, argv: Sequence[str]) -> int | None:
     if len(request) > MAX_REQUEST_BYTES:
         return None
     try:
+        # A closed standard descriptor cannot be passed on; checked first, as the open below would take its number.
         for fd in (0, 1, 2):
-            os.fstat(
-                fd
-            )  # a closed standard descriptor cannot be passed on (checked first: the next open would take it)
+            os.fstat(fd)
         cwd = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None  # no current directory to hand over: the command says so itself
@@ -432,7 +431,7 @@ def start(*, wait: bool = False) -> int | None:
     if dir_fd is None:
         return None
     try:
-        starting = _held(dir_fd, name)  # a server of this key runs or is starting: one is enough
+        starting = _holder(dir_fd, _PREFIX + name + _LOCK) is not None  # it runs or is starting: one is enough
     finally:
         os.close(dir_fd)
     if starting:
@@ -469,16 +468,8 @@ def _wait_for(name: str, child: subprocess.Popen[bytes] | None) -> int | None:
         found = running()
         if name in found:
             return found[name]
-        if child is None or child.poll() is not None:
-            # Ours ended (another took the key first) or was not ours: wait only while one starts.
-            dir_fd = _directory(create=False)
-            if dir_fd is None:
-                return None
-            try:
-                if not _held(dir_fd, name):
-                    return None
-            finally:
-                os.close(dir_fd)
+        if (child is None or child.poll() is not None) and not _held(name):
+            return None  # ours ended (another took the key first) or was not ours, and none is starting
         time.sleep(0.05)
     return None
 
@@ -498,31 +489,14 @@ def _alive() -> list[int]:
 
     A server writes its pid into the lock file it holds; a lock nobody holds is a server gone.
     """
-    import fcntl
-
     dir_fd = _directory(create=False)
     if dir_fd is None:
         return []
-    found = []
     try:
-        for entry in sorted(os.listdir(dir_fd)):
-            if not (entry.startswith(_PREFIX) and entry.endswith(_LOCK)):
-                continue
-            try:
-                fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
-            except OSError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                text = os.read(fd, 32).decode("ascii", "replace").strip()
-                if text.isdigit():
-                    found.append(int(text))
-            finally:
-                os.close(fd)
+        held = [_holder(dir_fd, e) for e in sorted(os.listdir(dir_fd)) if e.startswith(_PREFIX) and e.endswith(_LOCK)]
     finally:
         os.close(dir_fd)
-    return found
+    return [pid for pid in held if pid]
 
 
 def running() -> dict[str, int]:
@@ -621,21 +595,33 @@ def _loaded() -> list[str]:
     return sorted(f for f in files if isinstance(f, str) and os.path.isabs(f))
 
 
-def _held(dir_fd: int, name: str) -> bool:
-    """Whether a server of key ``name`` holds its lock (it runs, or is starting)."""
+def _holder(dir_fd: int, lock: str) -> int | None:
+    """The pid a held lock file names (0 if none yet), or None when nobody holds it: no server there."""
     import fcntl
 
     try:
-        fd = os.open(_PREFIX + name + _LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
-        return False
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        return True
+        text = os.read(fd, 32).decode("ascii", "replace").strip()
+        return int(text) if text.isdigit() else 0
     finally:
         os.close(fd)
-    return False
+    return None
+
+
+def _held(name: str) -> bool:
+    """Whether a server of key ``name`` holds its lock (it runs, or is starting)."""
+    dir_fd = _directory(create=False)
+    if dir_fd is None:
+        return False
+    try:
+        return _holder(dir_fd, _PREFIX + name + _LOCK) is not None
+    finally:
+        os.close(dir_fd)
 
 
 def _warm() -> None:
@@ -718,6 +704,14 @@ def serve(name: str) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(_address(dir_fd, socket_name))
     bound = os.stat(socket_name, dir_fd=dir_fd, follow_symlinks=False).st_ino
+
+    def ours() -> bool:
+        """Whether the socket's name is still this server's: clients can reach it."""
+        try:
+            return os.stat(socket_name, dir_fd=dir_fd, follow_symlinks=False).st_ino == bound
+        except OSError:
+            return False
+
     listener.listen(MAX_RUNS)
     stopping: list[int] = []  # a flag a signal handler can set: raising there could strike in a fork
     signal.signal(signal.SIGTERM, lambda sig, _frame: stopping.append(sig))
@@ -734,11 +728,8 @@ def serve(name: str) -> None:
                 handlers.discard(pid)
                 if status == 0:  # a run: a probe (`server status`) or a dropped request does not keep it up
                     last = time.monotonic()
-            try:
-                if os.stat(socket_name, dir_fd=dir_fd, follow_symlinks=False).st_ino != bound:
-                    break
-            except OSError:
-                break  # the cache directory was removed: no client can reach this server again
+            if not ours():  # the cache directory was removed, or a new server took the name
+                break
             if readable:
                 conn, _ = listener.accept()
                 with conn:
@@ -757,11 +748,9 @@ def serve(name: str) -> None:
                 break
     finally:
         # Only our own socket: a new server may have bound the name after this one went stale.
-        try:
-            if os.stat(socket_name, dir_fd=dir_fd, follow_symlinks=False).st_ino == bound:
+        if ours():
+            with contextlib.suppress(OSError):
                 os.unlink(socket_name, dir_fd=dir_fd)
-        except OSError:
-            pass
         listener.close()
         os.close(lock)
         os.close(dir_fd)
