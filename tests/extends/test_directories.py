@@ -165,13 +165,20 @@ def test_a_base_inside_the_output_directory_is_refused(
     ]
 
 
+def _elsewhere(tree: Path, files: dict[str, str]) -> Path:
+    """A directory beside the tree, outside its boundary, holding ``files`` (name -> text)."""
+    outside = tree.parent / "elsewhere"
+    outside.mkdir()
+    for name, text in files.items():
+        (outside / name).write_text(text)
+    return outside
+
+
 def test_links_in_a_walked_directory_are_never_followed(
     write: Write, tree: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write(LAYOUT)
-    outside = tree.parent / "elsewhere"
-    outside.mkdir()
-    (outside / "evil.elastic.yaml").write_text("name: evil\nimage: s3cr3t\ncommand: [x]\n")
+    outside = _elsewhere(tree, {"evil.elastic.yaml": "name: evil\nimage: s3cr3t\ncommand: [x]\n"})
     os.symlink(outside / "evil.elastic.yaml", tree / "specs/evil.elastic.yaml")
     os.symlink(outside, tree / "specs/linked-dir")
     os.symlink("zeta.elastic.yaml", tree / "specs/zz.elastic.yaml")
@@ -189,10 +196,13 @@ def test_a_spec_named_that_links_out_of_the_tree_is_never_read(
 ) -> None:
     """A spec a CI command names, turned by a pull request into a link to a file outside."""
     write(LAYOUT)
-    outside = tree.parent / "elsewhere"
-    outside.mkdir()
-    (outside / "credentials").write_text("https://bot:s3cr3t@example.com\n")
-    (outside / "job.elastic.yaml").write_text("name: evil\nimage: reg/s3cr3t:1\ncommand: [x]\n")
+    outside = _elsewhere(
+        tree,
+        {
+            "credentials": "https://bot:s3cr3t@example.com\n",
+            "job.elastic.yaml": "name: evil\nimage: reg/s3cr3t:1\ncommand: [x]\n",
+        },
+    )
     os.symlink(outside / "credentials", tree / "specs/creds.elastic.yaml")
     os.symlink(outside, tree / "linked")
     os.symlink("zeta.elastic.yaml", tree / "specs/zz.elastic.yaml")
