@@ -14,7 +14,7 @@ import posixpath
 import re
 import typing
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -33,11 +33,12 @@ from pydantic import (
 
 from elastic_compile import contract
 from elastic_compile import contract_values as cv
+from elastic_compile.core import engine_env
 from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
 from elastic_compile.core.resources import accelerator_counts, is_hugepages, is_native, overcommit_allowed
 from elastic_compile.core.scalars import source_text
 from elastic_compile.schema import podvalues
-from elastic_compile.schema.launchers import nested_launcher
+from elastic_compile.schema.launchers import TORCHRUN_OPTIONS, nested_launcher
 from elastic_compile.schema.podspec import podspec_problems
 
 # --------------------------------------------------------------------------- helpers
@@ -580,20 +581,74 @@ class ValueFrom(_Model):
         return self
 
 
+#: torchrun's options that it also reads from PET_<OPTION> (torch 2.13 run.py, ``action=env``; all
+#: but --logs-specs and --numa-binding, and --use-env is torch.distributed.launch's).
+TORCHRUN_ENV_OPTIONS: Final = frozenset(TORCHRUN_OPTIONS) - {"logs_specs", "numa_binding", "use_env"}
+
+#: The PET_* variables elastic-launch reads (elastic_compile/entrypoint/settings.py); torchrun
+#: reads PET_<OPTION> for each of its options (torch/distributed/argparse_util.py env action).
+ELASTIC_LAUNCH_READS: Final = frozenset(
+    {contract.PET_NNODES, contract.PET_NPROC_PER_NODE, contract.PET_RDZV_BACKEND, contract.PET_RDZV_ENDPOINT,
+     contract.PET_RDZV_ID, contract.PET_RDZV_CONF, contract.PET_MAX_RESTARTS, contract.PET_NODE_RANK,
+     contract.PET_MASTER_ADDR, contract.PET_MASTER_PORT}
+)  # fmt: skip
+
+#: Where the spec sets what a PET_* variable would (the compiler passes it to the launcher).
+_SPEC_FIELD: Final = {
+    contract.PET_NNODES: "nnodes",
+    contract.PET_NPROC_PER_NODE: "nproc_per_node",
+    contract.PET_RDZV_BACKEND: "rdzv.backend",
+    contract.PET_RDZV_ENDPOINT: "rdzv.host and rdzv.port",
+    contract.PET_RDZV_ID: "rdzv.id",
+    contract.PET_RDZV_CONF: "rdzv.conf (and the rdzv timeouts)",
+    contract.PET_MAX_RESTARTS: "max_restarts",
+    "PET_MONITOR_INTERVAL": "monitor_interval",
+    "PET_START_METHOD": "start_method",
+    "PET_SHUTDOWN_TIMEOUT": "shutdown_timeout",
+    "PET_STANDALONE": "nnodes: 1 (a single node meets on its own pod)",
+}
+#: What each pod gets from its engine and no spec sets.
+_PER_POD: Final = frozenset({contract.PET_NODE_RANK, contract.PET_MASTER_ADDR, contract.PET_MASTER_PORT})
+
+
+def launcher_env_problem(name: str) -> str | None:
+    """Why a ``PET_*`` name does not belong in the training container's env (true for every generation).
+
+    ``PET_<OPTION>`` is how torchrun takes each option from the environment, and elastic-launch
+    reads the rendezvous ones too; the compiled launcher gets its options from the spec, and
+    the engines inject some of them (the tables above).
+    """
+    option = name[len(contract.OPERATOR_ENV_PREFIX) :].lower()
+    flag = "--" + option.replace("_", "-")
+    if option not in TORCHRUN_ENV_OPTIONS and not engine_env.injected_by(name):
+        return None  # no launcher reads it and no engine sets it: the user's own
+    reads = f"torchrun reads it as {flag}" + (
+        ", and so does elastic-launch" if name in ELASTIC_LAUNCH_READS else " (elastic-launch does not)"
+    )
+    if name in _PER_POD:
+        where = "the engine gives each pod its own, which a value here would replace or contradict"
+    elif name in _SPEC_FIELD:
+        where = f"set {_SPEC_FIELD[name]} instead: the compiler passes it to the launcher"
+    else:
+        where = "the compiled launcher takes its options from the spec, which has no such setting: leave it out"
+    return f"{reads}{engine_env.setters(name)}: {where}"
+
+
 def is_operator_env(name: str) -> bool:
-    """True for names the training operator appends to every container (PET_*, PYTHONUNBUFFERED)."""
-    return name in contract.OPERATOR_ENV_NAMES or name.startswith(contract.OPERATOR_ENV_PREFIX)
+    """True for ``PET_*``: the launcher's options, which the engines inject and the compiler passes."""
+    return name.startswith(contract.OPERATOR_ENV_PREFIX)
 
 
 def env_name_problem(name: str) -> str | None:
-    """Why ``name`` may not be used as an env name of the training container, or None."""
+    """Why ``name`` may not be used as an env name of the training container, whatever the engine, or None.
+
+    What only one generation's engine sets (``PYTHONUNBUFFERED``, the v1 operator's) is that
+    target's check (:func:`elastic_compile.core.engine_env.generation_env_problem`).
+    """
     if not _ENV_NAME.match(name):
         return "not a valid environment variable name"
-    if is_operator_env(name):
-        return (
-            "set by the training operator in every pod; a user value would be duplicated and overridden "
-            "(set topology through nnodes, nproc_per_node and rdzv instead)"
-        )
+    if is_operator_env(name) and (why := launcher_env_problem(name)) is not None:
+        return why
     if name in contract.WORKER_ENV_NAMES:
         # Not the operator: it sets these only beside a Master replica, which we never emit.
         return (

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from elastic_compile import contract
 from elastic_compile import contract_values as cv
+from elastic_compile.core.engine_env import Generation, generation_env_problem, injected
 from elastic_compile.core.loader import dotted
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.launchers import (
@@ -657,6 +658,7 @@ def adopt_pod(
     ours: Sequence[tuple[str, str]] = contract.DOWNWARD_ENV,
     bundled: bool = False,
     torchrun: bool = False,
+    generation: Generation = "v1",
 ) -> None:
     """The pod template onto image, resources, env, shared_memory, istio_sidecar and pod_template.
 
@@ -667,6 +669,7 @@ def adopt_pod(
     mount become ``launcher: bundled``. ``torchrun``: the command is the compiler's torchrun
     form, whose env carries shutdown_timeout and what elastic-launch does for itself
     (:func:`.launcher.add_launcher_env`): read back, not kept as the user's env.
+    ``generation``: whose engine ran the job, for the env it sets itself (core/engine_env.py).
     """
     base = source.path
     template = copy.deepcopy(dict(source.template))
@@ -698,7 +701,7 @@ def adopt_pod(
     if torchrun:
         grace_given = spec.get("terminationGracePeriodSeconds")
         shutdown_timeout, compiler_env = _torchrun_env(draft, training, train_path, shutdown_timeout, grace_given)
-    _env(draft, training, train_path, extra_env, ours, compiler=compiler_env)
+    _env(draft, training, train_path, extra_env, ours, compiler=compiler_env, generation=generation)
     ports = training.get("ports")
     if isinstance(ports, list):
         kept = [p for p in ports if not (isinstance(p, dict) and p.get("name") == contract.OPERATOR_PORT_NAME)]
@@ -714,7 +717,7 @@ def adopt_pod(
 
     for i, sidecar in enumerate(sidecars):
         if isinstance(sidecar, dict):
-            _sidecar_env(draft, sidecar, sidecar_paths[i])
+            _sidecar_env(draft, sidecar, sidecar_paths[i], generation)
 
     grace = spec.pop("terminationGracePeriodSeconds", None)
     compiled = shutdown_timeout + GRACE_MARGIN_SECONDS
@@ -944,6 +947,7 @@ def _env(
     downward: Sequence[tuple[str, str]],
     *,
     compiler: Collection[int] = (),
+    generation: Generation = "v1",
 ) -> None:
     """The training container's env into ``env`` (map form when every value is literal).
 
@@ -964,9 +968,13 @@ def _env(
             continue  # the compiler's downward-API entries: written again on compile
         if i in compiler:
             continue
-        problem = env_name_problem(name) if isinstance(name, str) else None
+        problem = None
+        if isinstance(name, str):
+            problem = env_name_problem(name) or generation_env_problem(name, generation)
         if isinstance(name, str) and problem is not None and ENV_NAME.match(name):
-            engine = is_operator_env(name) or name in contract.WORKER_ENV_NAMES
+            engine = (
+                is_operator_env(name) or name in contract.WORKER_ENV_NAMES or injected(name, generation) is not None
+            )
             draft.warn((*path, "env", i, "name"), f"{name} dropped: {problem}", "env" if engine else None)
             continue
         if isinstance(entry, dict) and _fits_env(entry):
@@ -1031,16 +1039,21 @@ def _fits_env(entry: dict[str, Any]) -> bool:
     return True
 
 
-def _sidecar_env(draft: Draft, container: dict[str, Any], path: Path) -> None:
+def _sidecar_env(draft: Draft, container: dict[str, Any], path: Path, generation: Generation) -> None:
+    """A sidecar's env, less what the v1 operator appended after it (it appends to every container in
+    ``spec.containers``, envvar.go:49); Trainer v2 sets env in container ``node`` only (torch.go:173)."""
     env = container.get("env")
-    if not isinstance(env, list):
+    if not isinstance(env, list) or generation != "v1":
         return
     kept = []
     for i, entry in enumerate(env):
         name = entry.get("name") if isinstance(entry, dict) else None
-        if isinstance(name, str) and is_operator_env(name):
+        row = injected(name, generation) if isinstance(name, str) else None
+        if row is not None and (row.when == "every pod" or is_operator_env(str(name))):
             draft.warn(
-                (*path, "env", i, "name"), f"{name} dropped: the operator sets it in every container", "pod_template"
+                (*path, "env", i, "name"),
+                f"{name} dropped: the training operator v1 appends its own to every container ({row.source})",
+                "pod_template",
             )
             continue
         kept.append(entry)

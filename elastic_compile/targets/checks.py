@@ -12,14 +12,19 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from elastic_compile import contract
 from elastic_compile.core.crdcheck import join_path
+from elastic_compile.core.engine_env import Generation, generation_env_problem
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.schema import compact
 from elastic_compile.schema.podspec import ROOT as POD_SPEC
 from elastic_compile.schema.podspec import pod_value_problems
+
+if TYPE_CHECKING:
+    from elastic_compile.schema import ElasticSpec
 
 #: A field of the spec, as the loader locates it: ("pod_template", "spec", "containers", 0).
 FieldPath = tuple[str | int, ...]
@@ -139,3 +144,24 @@ def pod_value_errors(pod_spec: Any, prefix: compact.Loc, ref: str = POD_SPEC) ->
     if not isinstance(pod_spec, dict):
         return []
     return compact.render(pod_value_problems(pod_spec, ref), prefix)
+
+
+def env_generation_problems(spec: ElasticSpec, generation: Generation) -> list[tuple[FieldPath, str]]:
+    """Env of the training container that ``generation``'s engine sets itself (the v1 operator's
+    ``PYTHONUNBUFFERED``): located at each name, in ``env`` and in pod_template's ``pytorch``
+    container. What every engine sets (``PET_*``) the schema refuses already."""
+    problems: list[tuple[FieldPath, str]] = []
+    if isinstance(spec.env, dict):
+        named: list[tuple[str, FieldPath]] = [(name, ("env", name, "[key]")) for name in spec.env]
+    else:
+        named = [(var.name, ("env", i, "name")) for i, var in enumerate(spec.env)]
+    for i, container in enumerate(spec.pod_template.spec.get("containers") or []):
+        if isinstance(container, dict) and container.get("name") == contract.TRAINING_CONTAINER:
+            for j, var in enumerate(container.get("env") or []):
+                if isinstance(var, dict) and isinstance(var.get("name"), str):
+                    named.append((var["name"], ("pod_template", "spec", "containers", i, "env", j, "name")))
+    for name, path in named:
+        why = generation_env_problem(name, generation)
+        if why is not None:
+            problems.append((path, why))
+    return problems

@@ -16,7 +16,7 @@ from typing import Any
 from elastic_compile import contract
 from elastic_compile.core.crdcheck import as_mapping
 from elastic_compile.schema.launchers import launcher_kind, nested_launcher
-from elastic_compile.schema.models import is_operator_env, mounts_shm
+from elastic_compile.schema.models import mounts_shm
 from elastic_compile.targets.adopt import Draft, container_argv, read_launch
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
@@ -66,7 +66,8 @@ def pod_findings(
 ) -> list[Finding]:
     """The pod-level traps of one pod template at ``path`` whose training container is named ``training``.
 
-    ``engine_env`` names what the engine injects besides ``PET_*`` and ``PYTHONUNBUFFERED``.
+    ``engine_env`` names what the engine appends to every container of this pod
+    (:func:`elastic_compile.core.engine_env.operator_v1_names`).
     """
     found: list[Finding] = []
     pod = as_mapping(template.get("spec"))
@@ -91,7 +92,7 @@ def pod_findings(
             var = as_mapping(entry).get("name")
             if not isinstance(var, str):
                 continue
-            if is_operator_env(var) or var in engine_env:
+            if var in engine_env:
                 found.append(
                     Finding(
                         "operator-env",

@@ -42,11 +42,15 @@ def test_worker_env_in_the_pod_template_training_container_too(tmp_path: Path) -
     ]
 
 
-def test_operator_env_keeps_its_own_reason(tmp_path: Path) -> None:
-    run = compile_cli(tmp_path, BASE + "env: {PET_NNODES: '2', PYTHONUNBUFFERED: '0'}\n")
+def test_engine_env_keeps_its_own_reason(tmp_path: Path) -> None:
+    # PET_NNODES: both engines set it (tests/engines/test_engine_env.py has the per-generation rules).
+    run = compile_cli(tmp_path, BASE + "env: {PET_NNODES: '2'}\n")
     assert run.status == 2
-    assert all("set by the training operator in every pod" in line for line in run.errors)
-    assert len(run.errors) == 2
+    assert len(run.errors) == 1
+    assert "the training operator v1 sets it (every pod) and Trainer v2's torch plugin sets it" in run.errors[0]
+    run = compile_cli(tmp_path, BASE + "env: {PYTHONUNBUFFERED: '0'}\n")
+    assert run.status == 2
+    assert "the training operator v1 appends PYTHONUNBUFFERED=1 to every container after yours" in run.errors[0]
 
 
 def test_worker_env_on_a_sidecar_is_the_sidecars_own(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets import Document, Target
+from elastic_compile.targets.checks import env_generation_problems, raise_problems
 from elastic_compile.targets.flyte.task import check_task, spec_to_flyte
 
 
@@ -27,6 +28,8 @@ class FlyteTarget(Target):
         return spec.flyte is not None
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
+        # The training operator v1 runs this pod and sets its own env in it.
+        raise_problems(env_generation_problems(spec, "v1"), loaded)
         task = spec_to_flyte(spec, loaded)
         return [Document("flyte_task.yaml.j2", "flyte-task.yaml", None, None, {"task": task})]
 

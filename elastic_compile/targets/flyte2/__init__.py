@@ -12,6 +12,7 @@ from typing import Any
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets import Document, Target
+from elastic_compile.targets.checks import env_generation_problems, raise_problems
 from elastic_compile.targets.flyte2.environment import check_environment, spec_to_flyte2
 
 
@@ -31,6 +32,8 @@ class Flyte2Target(Target):
         return False
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
+        # The training operator v1 runs this pod and sets its own env in it.
+        raise_problems(env_generation_problems(spec, "v1"), loaded)
         env = spec_to_flyte2(spec, loaded)
         return [Document("flyte2_environment.yaml.j2", "flyte2-environment.yaml", None, None, {"env": env})]
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from elastic_compile import contract
 from elastic_compile.core.crdcheck import as_int, as_mapping
+from elastic_compile.core.engine_env import operator_v1_names
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
 from elastic_compile.targets.doctor import launcher_findings, pod_findings
@@ -69,7 +70,10 @@ def findings(job: Mapping[str, Any]) -> list[Finding]:
                 )
             )
         template = as_mapping(rspec.get("template"))
-        found += pod_findings(template, (*role, "template"), training=contract.TRAINING_CONTAINER)
+        appended = operator_v1_names(
+            master="Master" in replicas, elastic_policy=policy if elastic is not None else None
+        )
+        found += pod_findings(template, (*role, "template"), training=contract.TRAINING_CONTAINER, engine_env=appended)
         restart_at: Path = (*role, "restartPolicy")
         found += _launcher_findings(
             template, (*role, "template"), policy if elastic is not None else None, nodes, (restart, restart_at)

@@ -103,6 +103,7 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded]) -> Draft:
         ours=contract.TRAINJOB_DOWNWARD_ENV,
         bundled=launch.bundled,
         torchrun=launch.compiled,
+        generation="v2",
     )
     drop_default_nproc(draft)
     for key, ours in (("suspend", "suspend"), ("activeDeadlineSeconds", "active_deadline_seconds")):
