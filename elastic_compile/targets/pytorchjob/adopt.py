@@ -130,19 +130,30 @@ def _topology(
     extra = 1 if master is not None else 0
     if elastic is not None:
         lo, hi = as_int(elastic.get("minReplicas")), as_int(elastic.get("maxReplicas"))
-        # The operator copies one bound to the other, and takes the Worker replicas for both (pytorch_defaults.go).
+        # PET_NNODES on every pod, the Master's too, is MIN:MAX as written; one bound alone is copied to the
+        # other, and with neither both are the Worker replicas, the Master not counted (kubeflow/trainer#2277):
+        # kubeflow/trainer@v1.9.4:pkg/apis/kubeflow.org/v1/pytorch_defaults.go:38-55,
+        # pkg/controller.v1/pytorch/elastic.go:124-144.
+        defaulted = lo is None and hi is None
         lo, hi = (lo if lo is not None else hi), (hi if hi is not None else lo)
         if lo is None or hi is None:
             lo = hi = workers
         where: Path = ("spec", "elasticPolicy")
-        if extra:
+        if extra and defaulted:
             draft.note(
                 (*base, "Master"),
-                f"Master folded into Workers: it joined the Workers' rendezvous as one more node, so nnodes "
-                f"{lo + 1}:{hi + 1}; Master + elasticPolicy gets the wrong PET_NNODES (kubeflow/trainer#2277)",
+                f"Master folded into Workers: every pod got PET_NNODES={lo}:{hi} (the Worker replicas; the operator "
+                f"does not count the Master, kubeflow/trainer#2277), so the rendezvous at worker-0 took at most {hi} "
+                f"of the {workers + extra} pods; nnodes {hi} keeps what trained",
                 "nnodes",
             )
-        lo, hi = lo + extra, hi + extra
+        elif extra:
+            draft.note(
+                (*base, "Master"),
+                f"Master folded into Workers: every pod, the Master too, got PET_NNODES={lo}:{hi} and met in the "
+                f"Workers' rendezvous at worker-0, so nnodes {lo}:{hi} keeps the job's range",
+                "nnodes",
+            )
         if workers + extra != hi:
             draft.note(
                 (*base, "Worker", "replicas"),
