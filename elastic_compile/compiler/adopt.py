@@ -47,20 +47,21 @@ class Importer:
     api_version: str
     kind: str
     target: str
-    #: The document, and every document of its stream (a TrainJob's runtime may be there).
-    read: Callable[[Loaded, Sequence[Loaded]], Draft]
+    #: The document, every document of its stream (a TrainJob's runtime may be there), and the
+    #: image's entrypoint when the user gave it (--entrypoint).
+    read: Callable[[Loaded, Sequence[Loaded], Sequence[str] | None], Draft]
 
 
-def _pytorchjob(loaded: Loaded, stream: Sequence[Loaded]) -> Draft:
+def _pytorchjob(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Sequence[str] | None) -> Draft:
     from elastic_compile.targets.pytorchjob.adopt import pytorchjob_to_spec
 
-    return pytorchjob_to_spec(loaded)
+    return pytorchjob_to_spec(loaded, entrypoint)
 
 
-def _trainjob(loaded: Loaded, stream: Sequence[Loaded]) -> Draft:
+def _trainjob(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Sequence[str] | None) -> Draft:
     from elastic_compile.targets.trainjob.adopt import trainjob_to_spec
 
-    return trainjob_to_spec(loaded, stream)
+    return trainjob_to_spec(loaded, stream, entrypoint)
 
 
 IMPORTERS: tuple[Importer, ...] = (
@@ -90,13 +91,16 @@ class Imported:
     notes: tuple[Problem, ...]
 
 
-def import_path(path: str | Path) -> list[Imported]:
-    """Import every job of the manifest stream at ``path`` (``-``: standard input)."""
+def import_path(path: str | Path, *, entrypoint: Sequence[str] | None = None) -> list[Imported]:
+    """Import every job of the manifest stream at ``path`` (``-``: standard input).
+
+    ``entrypoint``: the image's ENTRYPOINT, for a training container without command.
+    """
     raw, file = read_input(path)
-    return import_stream(raw, file)
+    return import_stream(raw, file, entrypoint=entrypoint)
 
 
-def import_stream(raw: bytes | str, file: str) -> list[Imported]:
+def import_stream(raw: bytes | str, file: str, *, entrypoint: Sequence[str] | None = None) -> list[Imported]:
     """Import every job of a manifest stream; raises ``SpecError`` with every located problem."""
     docs = load_stream(raw, file, max_depth=MANIFEST_DEPTH)
     problems: list[Problem] = []
@@ -112,7 +116,7 @@ def import_stream(raw: bytes | str, file: str) -> list[Imported]:
             skipped.append(_located(loaded, (), f"note: skipped ({what}): import reads {_kinds()}"))
             continue
         try:
-            imported.append(_import_one(loaded, found, docs))
+            imported.append(_import_one(loaded, found, docs, entrypoint))
         except SpecError as e:
             problems += e.problems
     if problems:
@@ -136,8 +140,10 @@ def _companion(doc: Any) -> bool:
     return isinstance(doc, dict) and (doc.get("apiVersion"), doc.get("kind")) in COMPANIONS
 
 
-def _import_one(loaded: Loaded, importer: Importer, stream: Sequence[Loaded]) -> Imported:
-    draft = importer.read(loaded, stream)
+def _import_one(
+    loaded: Loaded, importer: Importer, stream: Sequence[Loaded], entrypoint: Sequence[str] | None
+) -> Imported:
+    draft = importer.read(loaded, stream, entrypoint)
     label = f"{importer.kind} {_name(loaded.data)}"
 
     def locate(path: tuple[str | int, ...], message: str, given: str | None = None) -> Problem:
@@ -197,7 +203,8 @@ def render_spec(draft: Draft, origin: str) -> str:
     for note in draft.notes:
         if note.key is not None and note.key in values:
             by_key.setdefault(note.key, []).append(note)
-        elif note.key is not None:
+        elif note.key is not None or note.severity == "warning":
+            # Every setting not carried is said in the spec, not only on stderr.
             header.append(note)
     lines = [_comment(f"Imported from {origin} by elastic-compile import.")]
     if header:

@@ -15,6 +15,7 @@ import errno
 import gc
 import io
 import os
+import shlex
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -359,6 +360,12 @@ def _import(argv: Sequence[str]) -> int:
     p.add_argument("--torchrun", action="store_true", help="import the torchrun command line after --")
     p.add_argument("--image", help="with --torchrun: the container image (a command line has none)")
     p.add_argument("--name", help="with --torchrun: the job name (default: the script's name)")
+    p.add_argument(
+        "--entrypoint",
+        metavar="WORDS",
+        help="the image's ENTRYPOINT, in shell words (e.g. 'python /opt/train.py'), for a training container "
+        "without command: the manifest does not show what it runs",
+    )
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     ns = p.parse_args(words + (["--torchrun"] if command is not None else []))
     if command is not None:
@@ -372,7 +379,15 @@ def _import(argv: Sequence[str]) -> int:
     else:
         if ns.image is not None or ns.name is not None:
             raise SpecError([Problem("elastic-compile", 0, 0, "usage", "--image and --name go with --torchrun")])
-        results = adopt.import_path(ns.manifest)
+        entrypoint = None
+        if ns.entrypoint is not None:
+            try:
+                entrypoint = shlex.split(ns.entrypoint)
+            except ValueError as e:
+                raise SpecError([Problem("elastic-compile", 0, 0, "usage", f"--entrypoint: {e}")]) from e
+            if not entrypoint:
+                raise SpecError([Problem("elastic-compile", 0, 0, "usage", "--entrypoint: give the program to run")])
+        results = adopt.import_path(ns.manifest, entrypoint=entrypoint)
     for result in results:
         for note in result.notes:
             print(note, file=sys.stderr)  # a Problem prints escaped

@@ -48,69 +48,10 @@ DEFAULT_BACKOFF_LIMIT: Final = 6
 DEFAULT_RESTART_POLICY: Final = "OnFailure"
 JOB_RESTART_POLICIES: Final = ("OnFailure", "Never")
 
-# The stock torch-distributed ClusterTrainingRuntime of v2.3.0 (manifests/base/runtimes/torch_distributed.yaml), for a
-# TrainJob that
-# references it: only its shape matters here (the image is always the trainer's).
-STOCK_RUNTIME: Final = {
-    "apiVersion": api.API_VERSION,
-    "kind": api.CLUSTER_TRAINING_RUNTIME,
-    "metadata": {"name": api.STOCK_RUNTIME, "labels": {api.LABEL_FRAMEWORK: api.FRAMEWORK_TORCH}},
-    "spec": {
-        "mlPolicy": {"numNodes": 1, "torch": {}},
-        "template": {
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": api.NODE,
-                        "template": {
-                            "metadata": {"labels": {api.LABEL_ANCESTOR: api.ANCESTOR_TRAINER}},
-                            "spec": {
-                                "template": {
-                                    "spec": {
-                                        "containers": [
-                                            {
-                                                "name": api.NODE,
-                                                "image": "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime",
-                                            }
-                                        ]
-                                    }
-                                }
-                            },
-                        },
-                    }
-                ]
-            }
-        },
-    },
-}
+# The stock torch-distributed ClusterTrainingRuntime of v2.3.0, for a TrainJob that references it.
+STOCK_RUNTIME: Final = api.stock_runtime()
 
-# Strategic-merge keys of the lists a runtime patch touches (the CRDs' list-map keys and
-# Kubernetes' patchMergeKey tags); any other list is replaced whole, as Kubernetes does.
-_MERGE_KEYS: Final = {
-    "replicatedJobs": "name", "containers": "name", "initContainers": "name", "volumes": "name",
-    "env": "name", "volumeMounts": "mountPath", "imagePullSecrets": "name", "ports": "containerPort",
-    "schedulingGates": "name", "runtimePatches": "manager",
-}  # fmt: skip
-
-
-def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
-    """``patch`` merged onto ``base`` the way Trainer applies runtimePatches (a copy; inputs untouched)."""
-    if isinstance(base, dict) and isinstance(patch, dict):
-        out = copy.deepcopy(base)
-        for key, value in patch.items():
-            out[key] = strategic_merge(out[key], value, key) if key in out else copy.deepcopy(value)
-        return out
-    key = _MERGE_KEYS.get(field)
-    if key is not None and isinstance(base, list) and isinstance(patch, list):
-        merged = [copy.deepcopy(item) for item in base]
-        for item in patch:
-            at = next((i for i, b in enumerate(merged) if isinstance(b, dict) and b.get(key) == item.get(key)), None)
-            if at is None:
-                merged.append(copy.deepcopy(item))
-            else:
-                merged[at] = strategic_merge(merged[at], item)
-        return merged
-    return copy.deepcopy(patch)
+strategic_merge = api.strategic_merge
 
 
 def _runtime_for(job: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -171,12 +112,8 @@ def pet_env(job: Mapping[str, Any], node: Mapping[str, Any], nodes: int, master_
     """The five variables the torch plugin upserts into ``node`` (torch.go:110-225), in its order."""
     name = job["metadata"]["name"]
     trainer = job["spec"].get("trainer") or {}
-    nproc = trainer.get("numProcPerNode")
-    if nproc is None:
-        # "auto" for a GPU-like resource, else the CPU count rounded up (at least 1).
-        resources = trainer.get("resourcesPerNode") or node.get("resources") or {}
-        names = [str(k) for side in ("requests", "limits") for k in (resources.get(side) or {})]
-        nproc = "auto" if any("gpu" in n.lower() for n in names) else 1
+    # The node's resources: trainer.resourcesPerNode alone when given, else the runtime's (already in node).
+    nproc = api.plugin_nproc(trainer, node.get("resources") or {})
     return [
         {"name": api.PET_NNODES, "value": str(nodes)},
         {"name": api.PET_NPROC_PER_NODE, "value": str(nproc)},
@@ -277,7 +214,9 @@ def fit_job(
     if opts.nodes is not None and opts.nodes != nodes:
         notes.append(f"--nodes {opts.nodes}: trainer.numNodes {opts.nodes} (was {nodes})")
         trainer["numNodes"] = nodes = opts.nodes
-    nproc = str(trainer.get("numProcPerNode", "auto"))
+    # What the torch plugin would set on the cluster: a CPU-only node without numProcPerNode
+    # runs one process per CPU it requests (torch.go:121-135), not this machine's share.
+    nproc = api.plugin_nproc(trainer, api.runtime_node_resources(_runtime_for(job, runtime)))
     resources = trainer.get("resourcesPerNode") or {}
     wanted = 0
     for side in ("limits", "requests"):

@@ -1044,6 +1044,28 @@ TargetName = Literal["pytorchjob", "trainjob", "podtemplate", "flyte", "flyte2"]
 STOCK_RUNTIME = "torch-distributed"
 
 
+class ObjectMetadata(_Section):
+    """Labels and annotations of an object the engine creates."""
+
+    labels: Labels = Field(default_factory=dict, description="Labels. Default: none.")
+    annotations: Annotations = Field(default_factory=dict, description="Annotations. Default: none.")
+
+
+def _initializer(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """spec.initializer checked against the v2.3.0 TrainJob CRD (its compact schema)."""
+    if value is None:
+        return None
+    from elastic_compile.schema import compact
+
+    schema = compact.load("trainjobs.trainer.kubeflow.org.json")
+    root = schema.root("trainer.kubeflow.org/v1alpha1", "TrainJob") or {}
+    node = root["properties"]["spec"]["properties"]["initializer"]
+    problems = schema.problems(value, node)
+    if problems:
+        raise FieldProblems([(tuple(loc), message) for loc, message in problems])
+    return value
+
+
 class TrainJobSettings(_Section):
     """Kubeflow Trainer v2 settings (used by ``-t trainjob``)."""
 
@@ -1063,6 +1085,25 @@ class TrainJobSettings(_Section):
         "auto: only when the spec needs what runtimePatches cannot carry (sidecars, init containers, ports, "
         "probes, restart_policy Never, backoff_limit, other pod fields). always: also for a cluster without "
         "the stock runtime. never: such settings are errors.",
+    )
+
+    jobset_metadata: ObjectMetadata = Field(
+        default_factory=ObjectMetadata,
+        description="Labels and annotations of the JobSet Trainer creates (our runtime patch's "
+        "trainingRuntimeSpec.template.metadata): Trainer copies them onto the JobSet, and plugins read them "
+        "there (Volcano's scheduling.volcano.sh/queue-name). Default: none.",
+    )
+    job_metadata: ObjectMetadata = Field(
+        default_factory=ObjectMetadata,
+        description="Labels and annotations of the node Job (the patch's replicatedJobs[node].template.metadata). "
+        "Default: none.",
+    )
+    initializer: Annotated[dict[str, Any] | None, AfterValidator(_initializer)] = Field(
+        None,
+        description="The TrainJob's spec.initializer (dataset and model initializers, as Trainer v2.3 takes it). "
+        "It needs a runtime with those jobs, named in trainjob.runtime: the stock torch-distributed and ours have "
+        "none. Default: none.",
+        json_schema_extra={"type": "object"},
     )
 
     @field_validator("runtime")

@@ -421,6 +421,25 @@ class Injected:
     rdzv_id: tuple[str, Path] | None = None
     conf: tuple[list[tuple[str, str]], Path] | None = None
     max_restarts: tuple[int, Path] | None = None
+    #: Whose engine: the rendezvous the compiled job meets at differs (worker-0, or Trainer's node 0).
+    generation: Generation = "v1"
+
+
+#: Where the compiled job's store is, per generation, for the notes of what the import dropped.
+_STORE = {
+    "v1": "c10d on the <name>-worker-0 pod",
+    "v2": "c10d on node 0 (Trainer's PET_MASTER_ADDR, the pod of PET_NODE_RANK 0)",
+}
+_TIMEOUT_WHY: dict[Generation, dict[str, str]] = {
+    "v1": {
+        "join_timeout": "a cold node pulls a multi-GB image before its agent joins",
+        "read_timeout": "worker-0's name resolves only once it is Ready, so the others must outwait its image pull",
+    },
+    "v2": {
+        "join_timeout": "a cold node pulls a multi-GB image before its agent joins",
+        "read_timeout": "node 0 starts the store only once its image is pulled, so the others must outwait that",
+    },
+}
 
 
 def apply_launch(draft: Draft, launch: Launch, at: Callable[[int], Path], injected: Injected, nodes: int) -> None:
@@ -457,7 +476,10 @@ def apply_launch(draft: Draft, launch: Launch, at: Callable[[int], Path], inject
         )
     for name in ("node_rank", "master_addr", "master_port"):
         if name in s:
-            draft.note(where(name), f"--{name.replace('_', '-')} dropped: c10d on worker-0 replaces static rendezvous")
+            draft.note(
+                where(name),
+                f"--{name.replace('_', '-')} dropped: {_STORE[injected.generation]} replaces static rendezvous",
+            )
     if "local_addr" in s and not launch.compiled:
         draft.note(where("local_addr"), "--local-addr dropped: elastic-launch uses the pod's IP")
     if "standalone" in s and not launch.compiled:
@@ -491,14 +513,16 @@ def apply_launch(draft: Draft, launch: Launch, at: Callable[[int], Path], inject
     if backend is not None:
         value, source = backend
         if value == "static":
-            draft.note(source, "rdzv backend static becomes c10d (the worker-0 pod hosts the store)", "rdzv")
+            draft.note(source, f"rdzv backend static becomes {_STORE[injected.generation]}", "rdzv")
         elif value in ("c10d", "etcd", "etcd-v2"):
             draft.set_unless_default(("rdzv", "backend"), value, source)
         else:
             draft.warn(source, f"rendezvous backend {value} is not one the spec knows (c10d, etcd, etcd-v2)", "rdzv")
     if "rdzv_endpoint" in s and not _refers(s["rdzv_endpoint"][0]):
         etcd = backend is not None and str(backend[0]).startswith("etcd")
-        _endpoint(draft, str(s["rdzv_endpoint"][0]), where("rdzv_endpoint"), nodes, etcd)
+        _endpoint(
+            draft, str(s["rdzv_endpoint"][0]), where("rdzv_endpoint"), nodes, etcd=etcd, generation=injected.generation
+        )
     run_id = _flag_or(s, "rdzv_id", injected.rdzv_id, at)
     if run_id is not None:
         if run_id[0] == "none":
@@ -544,15 +568,9 @@ def apply_launch(draft: Draft, launch: Launch, at: Callable[[int], Path], inject
             draft.note(
                 at(0),
                 f"rdzv.{key} {spec_default('rdzv', key)} s now (the default; {launch.launcher} used "
-                f"{defaults[key]} s): {_TIMEOUT_WHY[key]}",
+                f"{defaults[key]} s): {_TIMEOUT_WHY[injected.generation][key]}",
                 "rdzv",
             )
-
-
-_TIMEOUT_WHY = {
-    "join_timeout": "a cold node pulls a multi-GB image before its agent joins",
-    "read_timeout": "worker-0's name resolves only once it is Ready, so the others must outwait its image pull",
-}
 
 
 def _refers(value: Any) -> bool:
@@ -584,10 +602,10 @@ def _set_nproc(draft: Draft, text: str, source: Path) -> None:
     draft.set(("nproc_per_node",), value, source)
 
 
-def _endpoint(draft: Draft, text: str, source: Path, nodes: int, etcd: bool) -> None:
+def _endpoint(draft: Draft, text: str, source: Path, nodes: int, *, etcd: bool, generation: Generation) -> None:
     """An etcd endpoint is the etcd server: kept. A c10d one is where the store was: the pods decide that now."""
     if not etcd:
-        where = "the <name>-worker-0 pod hosts the store" if nodes > 1 else "a single pod meets on itself"
+        where = f"the store is {_STORE[generation]}" if nodes > 1 else "a single pod meets on itself"
         draft.note(source, f"rendezvous endpoint {text} dropped: {where}", "rdzv")
         return
     host, _, port = text.rpartition(":") if ":" in text and not text.endswith("]") else (text, "", "")
@@ -646,6 +664,35 @@ def container_argv(container: Mapping[str, Any]) -> tuple[list[str], Callable[[i
         return ("command",) if command else ()
 
     return command + args, at
+
+
+def entrypoint_argv(
+    draft: Draft, container: Mapping[str, Any], path: Path, entrypoint: Sequence[str] | None
+) -> tuple[list[str] | None, Callable[[int], Path]]:
+    """``command + args`` of the training container at ``path``, and the manifest path of each word.
+
+    Without ``command`` the image's ENTRYPOINT runs with the container's ``args``: the import
+    takes it from ``entrypoint`` (``import --entrypoint``), else the container cannot be read
+    (None, and a located error).
+    """
+    if container.get("command") or entrypoint is None:
+        argv, relative = container_argv(container)
+        if not container.get("command"):
+            draft.fail(
+                path,
+                "the container has no command, so the image's entrypoint runs and the manifest does not say what it "
+                "is; give it with --entrypoint 'WORDS' (the Dockerfile's ENTRYPOINT), or add the command to the "
+                "manifest",
+            )
+            return None, lambda i: path
+        return argv, lambda i: (*path, *relative(i))
+    args = [str(w) for w in container.get("args") or []]
+    draft.note(path, f"the image's entrypoint runs ({shlex.join(entrypoint)}, from --entrypoint)", "command")
+
+    def at(i: int) -> Path:
+        return path if i < len(entrypoint) else (*path, "args", i - len(entrypoint))
+
+    return [*entrypoint, *args], at
 
 
 def adopt_pod(

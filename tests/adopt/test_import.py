@@ -533,7 +533,7 @@ def test_hand_written_trainjob() -> None:
         "nnodes": 2,
         "resources": {"limits": {"gpu": 2}},
         "env": {"NCCL_DEBUG": "INFO"},
-        "run_policy": {"scheduling": {"queue": "team-a"}},
+        "kueue": {"queue": "team-a"},
         "pod_template": {
             "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
         },

@@ -13,7 +13,7 @@ default differs the import says so.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elastic_compile import contract
@@ -27,8 +27,8 @@ from elastic_compile.targets.adopt import (
     adopt_metadata,
     adopt_pod,
     apply_launch,
-    container_argv,
     drop_default_nproc,
+    entrypoint_argv,
     read_launch,
     schema_problems,
     shutdown_seconds,
@@ -40,8 +40,12 @@ OPERATOR_RESTART_POLICY = "OnFailure"
 OPERATOR_CLEAN_POD_POLICY = "None"
 
 
-def pytorchjob_to_spec(loaded: Loaded) -> Draft:
-    """The spec for the PyTorchJob in ``loaded`` (its data, located through its nodes)."""
+def pytorchjob_to_spec(loaded: Loaded, entrypoint: Sequence[str] | None = None) -> Draft:
+    """The spec for the PyTorchJob in ``loaded`` (its data, located through its nodes).
+
+    ``entrypoint``: the image's ENTRYPOINT (``import --entrypoint``), which runs when the
+    training container has no command (Kubernetes appends the container's args to it).
+    """
     from elastic_compile.targets.pytorchjob import API_VERSION, KIND, SCHEMA_FILE
 
     draft = Draft()
@@ -84,17 +88,8 @@ def pytorchjob_to_spec(loaded: Loaded) -> Draft:
         return draft
     container = as_mapping(containers[training])
     container_path: Path = (*template_path, "spec", "containers", training)
-    argv, relative = container_argv(container)
-
-    def at(i: int) -> Path:
-        return (*container_path, *relative(i))
-
-    if not container.get("command"):
-        draft.fail(
-            container_path,
-            "the container has no command, so the image's entrypoint runs and the manifest does not say what it is; "
-            "add the command to the manifest (or write command: in the spec)",
-        )
+    argv, at = entrypoint_argv(draft, container, container_path, entrypoint)
+    if argv is None:
         return draft
     launch = read_launch(argv, at, draft)
     apply_launch(draft, launch, at, injected, nodes)

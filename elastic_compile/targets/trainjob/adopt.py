@@ -17,9 +17,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elastic_compile import contract
-from elastic_compile.core.crdcheck import as_mapping
+from elastic_compile.core.crdcheck import as_int, as_mapping
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
+from elastic_compile.schema.models import KUEUE_PRIORITY_LABEL as LABEL_KUEUE_PRIORITY
+from elastic_compile.schema.models import KUEUE_QUEUE_LABEL as LABEL_KUEUE_QUEUE
+from elastic_compile.schema.models import mounts_shm
 from elastic_compile.targets.adopt import (
     Draft,
     Injected,
@@ -29,6 +32,7 @@ from elastic_compile.targets.adopt import (
     adopt_pod,
     apply_launch,
     drop_default_nproc,
+    entrypoint_argv,
     other_document,
     read_launch,
     schema_problems,
@@ -45,77 +49,276 @@ _TRAINER: Path = ("spec", "trainer")
 _TRAINER_CONTAINER = {"image": "image", "env": "env", "resourcesPerNode": "resources"}
 
 
-def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded]) -> Draft:
-    """The spec for the TrainJob in ``loaded``; ``stream`` may hold the TrainingRuntime it references."""
+def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Sequence[str] | None = None) -> Draft:
+    """The spec for the TrainJob in ``loaded``; ``stream`` may hold the TrainingRuntime it references.
+
+    ``entrypoint``: the image's ENTRYPOINT (``import --entrypoint``), for a trainer without command
+    whose runtime gives none either.
+    """
     draft = Draft()
     job = schema_problems(draft, loaded.data, SCHEMA_FILES[api.TRAINJOB], api.API_VERSION, api.TRAINJOB)
     if draft.errors:
         return draft
     draft.set(("target",), "trainjob", ("kind",))
     adopt_metadata(draft, job)
-    labels = draft.get("labels") or {}
-    if api.LABEL_KUEUE_QUEUE in labels:
-        draft.set(("run_policy", "scheduling", "queue"), labels.pop(api.LABEL_KUEUE_QUEUE), ("metadata", "labels"))
-        if not labels:
-            del draft.values["labels"]
+    _kueue_labels(draft)
     spec = as_mapping(job.get("spec"))
     trainer = as_mapping(spec.get("trainer"))
     if not trainer:
         draft.fail(("spec",), "no trainer: Trainer's torch plugin injects the PET_* topology only into spec.trainer")
         return draft
 
+    ref = as_mapping(spec.get("runtimeRef"))
     runtime, runtime_index = _runtime(draft, job, stream)
     if runtime is not None:
         runtime = _checked_runtime(draft, runtime, runtime_index)
         if draft.errors:
             return draft
-    rjob, rjob_path = _node_job(draft, runtime, runtime_index)
+    if runtime is not None:
+        policy = as_mapping(as_mapping(runtime.get("spec")).get("mlPolicy"))
+        other = next((k for k in policy if k not in ("numNodes", "torch")), None)
+        if other is not None and "torch" not in policy:
+            # Only the torch plugin injects PET_* and runs torchrun's topology (T: pkg/runtime/framework/plugins/).
+            draft.fail(
+                other_document(runtime_index, ("spec", "mlPolicy", other)),
+                f"the runtime {ref.get('name')} runs {other}, not torch: elastic-compile writes torch jobs",
+            )
+            return draft
+    carried = runtime is not None and _carry(draft, runtime, runtime_index, ref)
+    rjob, rjob_path = _node_job(draft, runtime if carried else None, runtime_index)
+    job_name = as_mapping(job.get("metadata")).get("name")
+    if carried and (ref.get("kind") != api.TRAINING_RUNTIME or ref.get("name") != job_name):
+        draft.note(
+            ("spec", "runtimeRef"),
+            f"the runtime {ref.get('name')} is carried by the spec: the compiled job gets a TrainingRuntime named "
+            "after the job",
+        )
     nodes = trainer.get("numNodes")
     if nodes is None and runtime is not None:
         nodes = as_mapping(as_mapping(runtime.get("spec")).get("mlPolicy")).get("numNodes")
+    if nodes is None and runtime is None and not api.is_stock(ref):
+        draft.warn(
+            (*_TRAINER,),
+            f"no trainer.numNodes: the runtime {ref.get('name')} decides it (its mlPolicy.numNodes), and it is not in "
+            "the input; nnodes 1 assumed",
+            "nnodes",
+        )
     draft.set_unless_default(("nnodes",), nodes if nodes is not None else 1, (*_TRAINER, "numNodes"))
 
-    command = [str(w) for w in trainer.get("command") or []]
-    args = [str(w) for w in trainer.get("args") or []]
-    if not command:
-        draft.fail(_TRAINER, "no trainer.command: the runtime's container starts, and the manifest does not say what")
+    # Trainer sets node's command and args only when trainer gives them (T: jobset.go, the trainer's fields).
+    node = next((c for _p, c in _node_containers(runtime)), {}) if runtime is not None else {}
+    written = dict(trainer)
+    for key in ("command", "args"):
+        if key not in written and node.get(key):
+            written[key] = node[key]
+    argv, at = entrypoint_argv(draft, written, _TRAINER, entrypoint)
+    if argv is None:
         return draft
 
-    def at(i: int) -> Path:
-        return (*_TRAINER, "command", i) if i < len(command) else (*_TRAINER, "args", i - len(command))
-
-    launch = read_launch(command + args, at, draft)
-    nproc = trainer.get("numProcPerNode")
-    injected = Injected(nproc_per_node=(nproc, (*_TRAINER, "numProcPerNode")) if nproc is not None else None)
+    launch = read_launch(argv, at, draft)
+    resources = api.runtime_node_resources(runtime) if runtime is not None else None
+    if launch.launcher is None:
+        # Nothing read PET_NPROC_PER_NODE: the command ran once per pod.
+        injected = Injected(nproc_per_node=(1, at(0)), generation="v2")
+    else:
+        injected = Injected(nproc_per_node=_nproc(draft, trainer, ref, runtime, resources), generation="v2")
     apply_launch(draft, launch, at, injected, int(nodes or 1))
     chosen = launch.launcher == contract.LAUNCHER or launch.compiled
 
     template = _pod_template(draft, trainer, job, rjob, rjob_path)
     if launch.working_dir is not None:
         template["spec"]["containers"][0].setdefault("workingDir", launch.working_dir)
+    if runtime is not None and not carried and _runtime_mounts_shm(runtime):
+        # The referenced runtime gives node its /dev/shm: the compiled patch must not add a second.
+        draft.set(("shared_memory",), False, other_document(runtime_index, ()))
+        draft.note(
+            other_document(runtime_index, ()),
+            f"shared_memory false: the runtime {ref.get('name')} mounts /dev/shm on node already",
+            "shared_memory",
+        )
     shutdown = shutdown_seconds(draft)
     adopt_pod(
         draft,
         PodSource(template, POD, 0),
         shutdown_timeout=shutdown,
-        chosen=chosen,
+        chosen=chosen or draft.get("shared_memory") is False,
         extra_env=launch.env,
         ours=contract.TRAINJOB_DOWNWARD_ENV,
         bundled=launch.bundled,
         torchrun=launch.compiled,
         generation="v2",
     )
+    _image(draft, trainer, ref, runtime, runtime_index)
     drop_default_nproc(draft)
     for key, ours in (("suspend", "suspend"), ("activeDeadlineSeconds", "active_deadline_seconds")):
         if spec.get(key) is not None:
             draft.set_unless_default(("run_policy", ours), spec[key], ("spec", key))
-    for key in ("initializer", "managedBy"):
-        if key in spec:
-            draft.warn(("spec", key), f"cannot carry spec.{key}; dropped")
-    if runtime is not None and _needs_nothing(draft):
+    if "initializer" in spec:
+        draft.set(("trainjob", "initializer"), copy.deepcopy(spec["initializer"]), ("spec", "initializer"))
+    if "managedBy" in spec:
+        draft.warn(("spec", "managedBy"), "cannot carry spec.managedBy (no spec field); dropped", "trainjob")
+    if carried and _needs_nothing(draft):
         # Our runtime was asked for, not needed: keep asking, or the compiled job would use the stock one.
         draft.set(("trainjob", "own_runtime"), "always", other_document(runtime_index, ()))
     return draft
+
+
+def _kueue_labels(draft: Draft) -> None:
+    """Kueue's labels on the TrainJob, where Kueue reads them (T: examples/yaml/03-kueue-integration.yaml),
+    become the spec's kueue section, which writes them back there."""
+    labels = draft.get("labels") or {}
+    queue = labels.pop(LABEL_KUEUE_QUEUE, None)
+    priority = labels.pop(LABEL_KUEUE_PRIORITY, None)
+    if queue is not None:
+        draft.set(("kueue", "queue"), queue, ("metadata", "labels", LABEL_KUEUE_QUEUE))
+        if priority is not None:
+            draft.set(("kueue", "priority_class"), priority, ("metadata", "labels", LABEL_KUEUE_PRIORITY))
+    elif priority is not None:
+        labels[LABEL_KUEUE_PRIORITY] = priority
+    if "labels" in draft.values and not labels:
+        del draft.values["labels"]
+
+
+def _nproc(
+    draft: Draft,
+    trainer: Mapping[str, Any],
+    ref: Mapping[str, Any],
+    runtime: Mapping[str, Any] | None,
+    resources: Mapping[str, Any] | None,
+) -> tuple[Any, Path]:
+    """What the torch plugin sets as PET_NPROC_PER_NODE (T: torch.go:121-135), and where it comes from."""
+    value = api.plugin_nproc(trainer, resources)
+    if trainer.get("numProcPerNode") is not None:
+        return value, (*_TRAINER, "numProcPerNode")
+    given = isinstance(trainer.get("resourcesPerNode"), Mapping)
+    where: Path = (*_TRAINER, "resourcesPerNode") if given else (*_TRAINER,)
+    if not given and runtime is None and not api.is_stock(ref):
+        draft.warn(
+            where,
+            f"no numProcPerNode and no resourcesPerNode: Trainer counts the GPUs or CPUs of the runtime "
+            f"{ref.get('name')}, which is not in the input; nproc_per_node {value} assumed",
+            "nproc_per_node",
+        )
+    elif value != "auto" and int(value) > 1:
+        draft.note(
+            where,
+            f"nproc_per_node {value}: without numProcPerNode, Trainer's torch plugin starts one process per CPU the "
+            f"node requests when it asks for no GPU (Trainer v2.3.0 torch.go:121-135)",
+            "nproc_per_node",
+        )
+    return value, where
+
+
+def _image(
+    draft: Draft,
+    trainer: Mapping[str, Any],
+    ref: Mapping[str, Any],
+    runtime: Mapping[str, Any] | None,
+    index: int,
+) -> None:
+    """trainer.image, else the referenced runtime's node container image (Trainer sets it only when given)."""
+    if draft.get("image") is not None:
+        return
+    name = ref.get("name")
+    if runtime is not None:
+        for path, container in _node_containers(runtime):
+            if isinstance(container.get("image"), str):
+                draft.set(("image",), container["image"], other_document(index, (*path, "image")))
+                draft.note(
+                    other_document(index, (*path, "image")),
+                    f"image from the runtime {name}: trainer.image is not set, so Trainer runs the runtime's",
+                    "image",
+                )
+                return
+    elif api.is_stock(ref):
+        draft.set(("image",), api.STOCK_IMAGE, ("spec", "runtimeRef"))
+        draft.note(
+            ("spec", "runtimeRef"),
+            f"image {api.STOCK_IMAGE} from the stock {api.STOCK_RUNTIME} runtime (Trainer v2.3.0): trainer.image is "
+            "not set, so Trainer runs the runtime's",
+            "image",
+        )
+        return
+    draft.fail(
+        (*_TRAINER,),
+        f"no trainer.image: the image is the runtime {name}'s, which is not in the input; give the input with the "
+        "runtime, or trainer.image",
+    )
+
+
+def _node_containers(runtime: Mapping[str, Any]) -> list[tuple[Path, Mapping[str, Any]]]:
+    """The runtime's node containers (in its trainer job) and their paths."""
+    out: list[tuple[Path, Mapping[str, Any]]] = []
+    base: Path = ("spec", "template", "spec", "replicatedJobs")
+    jobs = as_mapping(as_mapping(as_mapping(runtime.get("spec")).get("template")).get("spec")).get("replicatedJobs")
+    for i, rjob in enumerate(jobs if isinstance(jobs, list) else []):
+        if as_mapping(rjob).get("name") != api.NODE:
+            continue
+        pod = as_mapping(as_mapping(as_mapping(as_mapping(rjob).get("template")).get("spec")).get("template"))
+        for k, container in enumerate(as_mapping(pod.get("spec")).get("containers") or []):
+            if as_mapping(container).get("name") == api.NODE:
+                out.append(((*base, i, "template", "spec", "template", "spec", "containers", k), as_mapping(container)))
+    return out
+
+
+def _runtime_mounts_shm(runtime: Mapping[str, Any]) -> bool:
+    return any(
+        isinstance(m, Mapping) and mounts_shm(dict(m))
+        for _path, container in _node_containers(runtime)
+        for m in container.get("volumeMounts") or []
+    )
+
+
+#: What of a runtime the spec carries (its node job's pod is pod_template; the rest are these).
+_RUNTIME_SPEC = ("mlPolicy", "template")
+_JOB_KEYS = ("name", "replicas", "template")
+_JOB_SPEC = ("template", "backoffLimit")
+
+
+def _carry(draft: Draft, runtime: Mapping[str, Any], index: int, ref: Mapping[str, Any]) -> bool:
+    """Whether the spec can carry the runtime in the input (then the compiled job gets a TrainingRuntime of
+    ours named after it); otherwise the compiled job references the runtime by name, and notes say what it keeps.
+    """
+    spec = as_mapping(runtime.get("spec"))
+    kept: list[tuple[Path, str]] = []
+    for key in spec:
+        if key not in _RUNTIME_SPEC:
+            kept.append((("spec", key), f"spec.{key}"))
+    policy = as_mapping(spec.get("mlPolicy"))
+    for key in policy:
+        if key not in ("numNodes", "torch") or (key == "torch" and as_mapping(policy[key])):
+            kept.append((("spec", "mlPolicy", key), f"mlPolicy.{key}"))
+    template = as_mapping(spec.get("template"))
+    jobset = as_mapping(template.get("spec"))
+    for key in jobset:
+        if key != "replicatedJobs":
+            kept.append((("spec", "template", "spec", key), f"the JobSet's {key}"))
+    base: Path = ("spec", "template", "spec", "replicatedJobs")
+    for i, raw in enumerate(jobset.get("replicatedJobs") or []):
+        rjob = as_mapping(raw)
+        if rjob.get("name") != api.NODE:
+            kept.append(((*base, i), f"its replicated job {rjob.get('name')}"))
+            continue
+        kept += [((*base, i, key), f"the node job's {key}") for key in rjob if key not in _JOB_KEYS]
+        if as_int(rjob.get("replicas")) not in (None, 1):
+            kept.append(((*base, i, "replicas"), "the node job's replicas"))
+        job_spec = as_mapping(as_mapping(rjob.get("template")).get("spec"))
+        kept += [
+            ((*base, i, "template", "spec", key), f"the node Job's {key}") for key in job_spec if key not in _JOB_SPEC
+        ]
+    if not kept:
+        return True
+    name, kind = ref.get("name"), ref.get("kind", api.CLUSTER_TRAINING_RUNTIME)
+    draft.set_unless_default(("trainjob", "runtime"), name, ("spec", "runtimeRef", "name"))
+    draft.set_unless_default(("trainjob", "runtime_kind"), kind, ("spec", "runtimeRef", "kind"))
+    for path, what in kept:
+        draft.note(
+            other_document(index, path),
+            f"the runtime {name} is referenced, not carried: the spec has no field for {what}; apply the runtime as "
+            "written beside the compiled job",
+            "trainjob",
+        )
+    return False
 
 
 def find_runtime(job: Mapping[str, Any], stream: Sequence[Loaded]) -> tuple[Mapping[str, Any] | None, int]:
@@ -142,11 +345,6 @@ def _runtime(draft: Draft, job: Mapping[str, Any], stream: Sequence[Loaded]) -> 
     name, kind = ref.get("name"), ref.get("kind", api.CLUSTER_TRAINING_RUNTIME)
     runtime, index = find_runtime(job, stream)
     if runtime is not None:
-        if kind != api.TRAINING_RUNTIME or name != as_mapping(job.get("metadata")).get("name"):
-            draft.note(
-                ("spec", "runtimeRef"),
-                f"the runtime {name} is carried by the spec: the compiled job gets a TrainingRuntime named after it",
-            )
         return runtime, index
     draft.set_unless_default(("trainjob", "runtime"), name, ("spec", "runtimeRef", "name"))
     draft.set_unless_default(("trainjob", "runtime_kind"), kind, ("spec", "runtimeRef", "kind"))
@@ -167,33 +365,63 @@ def _checked_runtime(draft: Draft, runtime: Mapping[str, Any], index: int) -> Ma
 
 
 def _node_job(draft: Draft, runtime: Mapping[str, Any] | None, index: int) -> tuple[Mapping[str, Any], Path]:
-    """The runtime's ``node`` replicated job and its path; what else the runtime holds is not carried."""
+    """The carried runtime's ``node`` replicated job and its path (``_carry`` said the rest fits the spec).
+
+    Its JobSet-level and Job-level metadata become trainjob.jobset_metadata and
+    trainjob.job_metadata (less the ancestor label, which the compiled runtime writes again).
+    """
     if runtime is None:
         return {}, ()
+    meta = as_mapping(runtime.get("metadata"))
+    labels = {k: v for k, v in as_mapping(meta.get("labels")).items() if k != api.LABEL_FRAMEWORK}
+    for key, value in (("labels", labels), ("annotations", as_mapping(meta.get("annotations")))):
+        if value:
+            draft.warn(
+                other_document(index, ("metadata", key)),
+                f"cannot carry the runtime object's own {key} (Trainer copies none of them to the job); dropped",
+                "trainjob",
+            )
     spec = as_mapping(runtime.get("spec"))
+    template = as_mapping(spec.get("template"))
+    _carry_metadata(
+        draft,
+        "jobset_metadata",
+        as_mapping(template.get("metadata")),
+        other_document(index, ("spec", "template", "metadata")),
+    )
     base: Path = ("spec", "template", "spec", "replicatedJobs")
-    jobs = as_mapping(spec.get("template")).get("spec")
-    found: Mapping[str, Any] = {}
-    path: Path = ()
-    for i, rjob in enumerate(as_mapping(jobs).get("replicatedJobs") or []):
+    for i, rjob in enumerate(as_mapping(template.get("spec")).get("replicatedJobs") or []):
         if as_mapping(rjob).get("name") == api.NODE:
-            found, path = as_mapping(rjob), other_document(index, (*base, i))
-        else:
-            draft.warn(other_document(index, (*base, i)), "cannot carry the runtime's other replicated jobs; dropped")
-    policy = as_mapping(spec.get("mlPolicy"))
-    for key in policy:
-        if key not in ("numNodes", "torch"):
-            draft.warn(other_document(index, ("spec", "mlPolicy", key)), f"cannot carry mlPolicy.{key}; dropped")
-    for key in spec:
-        if key not in ("mlPolicy", "template"):
-            draft.warn(other_document(index, ("spec", key)), f"cannot carry the runtime's spec.{key}; dropped")
-    return found, path
+            path = other_document(index, (*base, i))
+            job_meta = dict(as_mapping(as_mapping(as_mapping(rjob).get("template")).get("metadata")))
+            job_meta["labels"] = {
+                k: v for k, v in as_mapping(job_meta.get("labels")).items() if k != api.LABEL_ANCESTOR
+            }
+            _carry_metadata(draft, "job_metadata", job_meta, (*path, "template", "metadata"))
+            return as_mapping(rjob), path
+    return {}, ()
+
+
+def _carry_metadata(draft: Draft, field: str, meta: Mapping[str, Any], path: Path) -> None:
+    """labels and annotations of a JobSet or Job template onto trainjob.<field> (merged: patches come later)."""
+    for key in ("labels", "annotations"):
+        value = as_mapping(meta.get(key))
+        if value:
+            current = draft.get("trainjob", field, key) or {}
+            draft.set(("trainjob", field, key), {**current, **value}, (*path, key))
+    for key in meta:
+        if key not in ("labels", "annotations"):
+            draft.warn((*path, key), f"cannot carry metadata.{key}; dropped", "trainjob")
 
 
 def _pod_template(
     draft: Draft, trainer: Mapping[str, Any], job: Mapping[str, Any], rjob: Mapping[str, Any], rjob_path: Path
 ) -> dict[str, Any]:
-    """One pod template from the runtime's node job, the patches and the trainer (in the order Trainer applies them)."""
+    """One pod template from the carried runtime's node job, the patches and the trainer (in the order Trainer
+    applies them, merged as it merges them: T: pkg/runtime/core/trainingruntime.go:251-290, torch.go:141).
+
+    The patches' JobSet-level and Job-level metadata go to trainjob.jobset_metadata and job_metadata.
+    """
     container: dict[str, Any] = {"name": contract.TRAINING_CONTAINER}
     pod: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
@@ -202,6 +430,9 @@ def _pod_template(
     if rjob:
         pod_path: Path = (*rjob_path, "template", "spec", "template")
         rpod = copy.deepcopy(dict(as_mapping(as_mapping(job_spec.get("template")).get("spec"))))
+        for key, value in as_mapping(as_mapping(job_spec.get("template")).get("metadata")).items():
+            metadata[key] = dict(as_mapping(value))
+            draft.aliases[(*POD, "metadata", key)] = (*pod_path, "metadata", key)
         draft.aliases[(*POD, "spec")] = (*pod_path, "spec")
         inits: list[Any] = []
         for i, init in enumerate(rpod.pop("initContainers", None) or []):
@@ -237,12 +468,19 @@ def _pod_template(
         base: Path = ("spec", "runtimePatches", p, "trainingRuntimeSpec", "template", "spec", "replicatedJobs")
         if as_mapping(patch).get("manager") != PATCH_MANAGER:
             draft.note(("spec", "runtimePatches", p, "manager"), "this patch is carried by the spec's own patch now")
-        rjobs = as_mapping(as_mapping(as_mapping(patch).get("trainingRuntimeSpec")).get("template")).get("spec")
+        patched_template = as_mapping(as_mapping(as_mapping(patch).get("trainingRuntimeSpec")).get("template"))
+        meta_path: Path = ("spec", "runtimePatches", p, "trainingRuntimeSpec", "template", "metadata")
+        _carry_metadata(draft, "jobset_metadata", as_mapping(patched_template.get("metadata")), meta_path)
+        rjobs = patched_template.get("spec")
         for j, patched in enumerate(as_mapping(rjobs).get("replicatedJobs") or []):
             if as_mapping(patched).get("name") != api.NODE:
-                draft.warn((*base, j), "cannot carry a patch of another replicated job; dropped")
+                draft.warn((*base, j), "cannot carry a patch of another replicated job; dropped", "trainjob")
                 continue
-            tpl = as_mapping(as_mapping(as_mapping(patched).get("template")).get("spec")).get("template")
+            job_template = as_mapping(as_mapping(patched).get("template"))
+            _carry_metadata(
+                draft, "job_metadata", as_mapping(job_template.get("metadata")), (*base, j, "template", "metadata")
+            )
+            tpl = as_mapping(job_template.get("spec")).get("template")
             tpl_path: Path = (*base, j, "template", "spec", "template")
             for key, value in as_mapping(as_mapping(tpl).get("metadata")).items():
                 metadata.setdefault(key, {}).update(value or {})
@@ -253,7 +491,7 @@ def _pod_template(
                         if as_mapping(patched_container).get("name") == api.NODE:
                             for field, item in dict(patched_container).items():
                                 if field != "name":
-                                    container[field] = item
+                                    container[field] = api.strategic_merge(container.get(field), item, field)
                                     draft.aliases[(*POD, "spec", "containers", 0, field)] = (
                                         *tpl_path,
                                         "spec",
@@ -263,14 +501,19 @@ def _pod_template(
                                     )
                         else:
                             draft.warn(
-                                (*tpl_path, "spec", key, c), "cannot carry a patch of another container; dropped"
+                                (*tpl_path, "spec", key, c),
+                                "cannot carry a patch of another container; dropped",
+                                "trainjob",
                             )
                     continue
-                pod[key] = value
+                pod[key] = api.strategic_merge(pod.get(key), value, key) if key in pod else copy.deepcopy(value)
                 draft.aliases[(*POD, "spec", key)] = (*tpl_path, "spec", key)
     for theirs, ours in _TRAINER_CONTAINER.items():
         if theirs in trainer:
-            container[ours] = copy.deepcopy(trainer[theirs])
+            # Trainer upserts trainer.env into the runtime's and merges resourcesPerNode onto its resources.
+            merge = theirs in ("env", "resourcesPerNode") and container.get(ours) is not None
+            container[ours] = api.strategic_merge(container[ours], trainer[theirs], ours) if merge else (
+                copy.deepcopy(trainer[theirs]))  # fmt: skip
             draft.aliases[(*POD, "spec", "containers", 0, ours)] = (*_TRAINER, theirs)
     draft.aliases.setdefault((*POD, "spec", "containers", 0), _TRAINER)
     draft.aliases.setdefault((*POD, "spec"), ("spec", "runtimePatches"))

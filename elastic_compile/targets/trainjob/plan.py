@@ -23,6 +23,7 @@ from typing import Any
 
 from elastic_compile import contract
 from elastic_compile.schema import ElasticSpec
+from elastic_compile.schema.models import ObjectMetadata
 from elastic_compile.targets.checks import FieldPath
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
 from elastic_compile.targets.pod import build_pod_template, job_labels, object_metadata
@@ -59,6 +60,8 @@ class TrainJobPlan:
     #: metadata and spec of our TrainingRuntime, or None when the referenced runtime suffices.
     runtime: dict[str, Any] | None
     launcher_args: tuple[str, ...]
+    #: spec.initializer, as the spec gives it (trainjob.initializer), or None.
+    initializer: dict[str, Any] | None = None
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -218,6 +221,15 @@ def trainjob_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
                 f"{api.NODE} is Trainer's training container (ours, named {contract.TRAINING_CONTAINER} in the "
                 "spec); rename the sidecar",
             ))  # fmt: skip
+    initializer = spec.trainjob.initializer
+    if initializer is not None and (_runtime_needs(spec) or spec.trainjob.own_runtime == "always"
+                                    or spec.trainjob.runtime == api.STOCK_RUNTIME):  # fmt: skip
+        kinds = " and ".join(f"{key}-initializer" for key in initializer)
+        problems.append((
+            ("trainjob", "initializer"),
+            f"Trainer runs it in the runtime's {kinds} job, which the stock torch-distributed and a runtime of ours "
+            "do not have (its webhook refuses the TrainJob); name your runtime that has it in trainjob.runtime",
+        ))  # fmt: skip
     problems += _env_reference_problems(spec)
     problems += _runtime_problems(spec)
     return problems
@@ -339,14 +351,33 @@ def _runtime(spec: ElasticSpec, node_rest: dict[str, Any], pod_rest: dict[str, A
     }
 
 
-def _patch(pod_patch: dict[str, Any], pod_metadata: dict[str, Any]) -> dict[str, Any]:
-    """Our one runtimePatches entry: only the node job's pod, at the levels the spec has."""
+def _metadata(meta: ObjectMetadata) -> dict[str, Any]:
+    return {k: dict(v) for k, v in (("labels", meta.labels), ("annotations", meta.annotations)) if v}
+
+
+def _patch(spec: ElasticSpec, pod_patch: dict[str, Any], pod_metadata: dict[str, Any]) -> dict[str, Any]:
+    """Our one runtimePatches entry: the JobSet's and the node Job's metadata, the node job's pod.
+
+    Trainer copies the JobSet-level metadata onto the JobSet (its runtime info's labels and
+    annotations: T: pkg/runtime/core/trainingruntime.go:141-180) and merges the rest into the
+    runtime's JobSet spec (T: trainingruntime.go:162, mergeRuntimePatches).
+    """
     pod_template: dict[str, Any] = {}
     if pod_metadata:
         pod_template["metadata"] = pod_metadata
     pod_template["spec"] = pod_patch
-    node_job = {"name": api.NODE, "template": {"spec": {"template": pod_template}}}
-    return {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node_job]}}}}
+    job_template: dict[str, Any] = {}
+    job_meta = _metadata(spec.trainjob.job_metadata)
+    if job_meta:
+        job_template["metadata"] = job_meta
+    job_template["spec"] = {"template": pod_template}
+    node_job = {"name": api.NODE, "template": job_template}
+    template: dict[str, Any] = {}
+    jobset_meta = _metadata(spec.trainjob.jobset_metadata)
+    if jobset_meta:
+        template["metadata"] = jobset_meta
+    template["spec"] = {"replicatedJobs": [node_job]}
+    return {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": template}}
 
 
 def spec_to_trainjob_plan(spec: ElasticSpec) -> TrainJobPlan:
@@ -391,9 +422,10 @@ def spec_to_trainjob_plan(spec: ElasticSpec) -> TrainJobPlan:
         annotations=dict(spec.annotations),
         runtime_ref=ref,
         trainer=trainer,
-        runtime_patches=[_patch(ordered_patch, pod_metadata)],
+        runtime_patches=[_patch(spec, ordered_patch, pod_metadata)],
         suspend=spec.run_policy.suspend,
         active_deadline_seconds=spec.run_policy.active_deadline_seconds,
         runtime=runtime,
         launcher_args=args,
+        initializer=spec.trainjob.initializer,
     )
