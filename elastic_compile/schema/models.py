@@ -718,8 +718,9 @@ class Scheduling(_Section):
 
     queue: Annotated[str | None, _text("queue")] = Field(
         None,
-        description="The gang scheduler's queue (the PodGroup's, e.g. Volcano's). Kueue does not read it: use "
-        "kueue.queue. Default: none.",
+        description="The gang scheduler's queue of a PyTorchJob (runPolicy.schedulingPolicy.queue: the PodGroup's, "
+        "e.g. Volcano's). Kueue does not read it: use kueue.queue. A TrainJob has no schedulingPolicy, so it is an "
+        "error under -t trainjob (which wrote Kueue's label from it before). Default: none.",
     )
     priority_class: Annotated[str | None, _text("priority_class")] = Field(
         None, description="PriorityClass of the PodGroup. Default: none."

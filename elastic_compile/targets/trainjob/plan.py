@@ -29,6 +29,10 @@ from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
 from elastic_compile.targets.pod import build_pod_template, job_labels, object_metadata
 from elastic_compile.targets.trainjob import api
 
+#: Where Trainer's Volcano plugin reads the PodGroup's queue: the JobSet-level annotations of the
+#: runtime and its patches (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/volcano/volcano.go:180-184).
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+
 #: Our runtimePatches manager: a domain-prefixed path, as the JobSet plugin's webhook requires.
 PATCH_MANAGER = "elastic-compile.dev/compiler"
 
@@ -208,11 +212,17 @@ def trainjob_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
             derived = spec.derived_note(f"run_policy.scheduling.{field}") is not None  # ours, not the user's
             if getattr(scheduling, field) is not None and not derived:
                 problems.append((("run_policy", "scheduling", field), f"a TrainJob has no schedulingPolicy: {reason}"))
-        queue = job_labels(spec).get(api.LABEL_KUEUE_QUEUE)
-        if scheduling.queue is not None and queue is not None and queue != scheduling.queue:
+        if scheduling.queue is not None:
+            # One meaning: the gang scheduler's queue, runPolicy.schedulingPolicy.queue of a PyTorchJob
+            # (kubeflow/trainer@v1.9.4:pkg/apis/kubeflow.org/v1/common_types.go SchedulingPolicy). Up to
+            # issue 27 -t trainjob wrote it as Kueue's label instead: say where each meaning goes now.
             problems.append((
                 ("run_policy", "scheduling", "queue"),
-                f"becomes the label {api.LABEL_KUEUE_QUEUE}, which labels already sets to {queue}; set it in one place",
+                "a TrainJob has no schedulingPolicy, and this is the gang scheduler's queue of a PyTorchJob "
+                f"(runPolicy.schedulingPolicy.queue); for Kueue's LocalQueue (the label {api.LABEL_KUEUE_QUEUE}, "
+                "which -t trainjob wrote from this field before) write kueue: {queue: ...}; for Volcano's queue "
+                f"write trainjob.jobset_metadata.annotations {{{VOLCANO_QUEUE_ANNOTATION}: ...}}, which Trainer's "
+                "Volcano plugin reads when the runtime has podGroupPolicy.volcano",
             ))  # fmt: skip
     for i, container in enumerate(spec.pod_template.spec.get("containers") or []):
         if container.get("name") == api.NODE:
@@ -412,9 +422,6 @@ def spec_to_trainjob_plan(spec: ElasticSpec) -> TrainJobPlan:
         ref = {"apiGroup": api.GROUP, "kind": settings.runtime_kind, "name": settings.runtime}
 
     labels = job_labels(spec)
-    scheduling = spec.run_policy.scheduling
-    if scheduling is not None and scheduling.queue is not None:
-        labels[api.LABEL_KUEUE_QUEUE] = scheduling.queue
     return TrainJobPlan(
         name=spec.name,
         namespace=spec.namespace,
