@@ -371,16 +371,14 @@ def _pod_specs(node: Any, path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
 
 
 def _nproc_gpus(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
-    units = spec.resources.accelerator_units()
+    # The process count the devices give (core/resources.process_rule); None for AWS Neuron
+    # devices, whose cores per device the spec cannot see, so any count may be right there.
+    units, rule = spec.resources.process_rule()
     nproc = spec.nproc_per_node
     # nproc_per_node is filled from the accelerator count when omitted, so this fires only on
     # a number (or cpu) the user wrote; auto and gpu resolve to the device count in the pod.
-    if units and (nproc == "cpu" or (isinstance(nproc, int) and nproc != units)):
-        yield Lint(
-            "EC101",
-            ("nproc_per_node",),
-            f"{nproc} processes per node but {units} accelerators requested ({spec.resources.describe_accelerators()})",
-        )
+    if units and spec.resources.accelerators() and (nproc == "cpu" or (isinstance(nproc, int) and nproc != units)):
+        yield Lint("EC101", ("nproc_per_node",), f"{nproc} processes per node, but the devices make {rule}")
 
 
 def _shm_memory(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:

@@ -78,3 +78,73 @@ def accelerator_counts(*sides: Mapping[str, object]) -> dict[str, int]:
             if amount == amount.to_integral_value() and amount >= 0:
                 counts[name] = int(amount)
     return counts
+
+
+# --------------------------------------------------------------------------- processes from devices
+
+#: AWS Neuron *devices*: all the NeuronCores of each device go to the container, and processes
+#: follow cores (one process per (logical) NeuronCore: the Neuron device plugin docs,
+#: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/containers/tutorials/k8s-neuron-device-plugin.html;
+#: 2 cores per device on Trn1 and Inf2, 4 on Inf1, 8 on Trn2 seen as 4 logical cores by default:
+#: the PyTorch NeuronX training guide). The count depends on the instance, which the spec cannot see.
+NEURON_DEVICES: Final = ("aws.amazon.com/neuron", "aws.amazon.com/neurondevice")
+NEURON_CORES: Final = "aws.amazon.com/neuroncore"
+MIG_PREFIX: Final = "nvidia.com/mig-"
+
+
+def is_mig(name: str) -> bool:
+    """An NVIDIA MIG slice (``nvidia.com/mig-1g.10gb``), as the device plugin's mixed strategy names them."""
+    return name.startswith(MIG_PREFIX)
+
+
+def accelerator_problems(counts: Mapping[str, int], spelled: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """``(resource, why)`` for requests of accelerators the devices cannot serve as processes.
+
+    * Two accelerator resources in one pod: no node has both kinds (or, for two MIG
+      profiles, a CUDA process sees one), and the default process count would add them up.
+    * More than one MIG slice: a CUDA process enumerates one MIG device only (NVIDIA MIG
+      user guide, "CUDA Device Enumeration"), so every worker of the pod would land on the
+      first slice. The rule: one slice per pod, and nnodes pods for more slices.
+
+    ``spelled``: how the spec names each resource (``gpu`` for nvidia.com/gpu), for the fix.
+    """
+    key = dict(spelled or {})
+    problems: list[tuple[str, str]] = []
+    names = list(counts)
+    for other in names[1:]:
+        first = names[0]
+        problems.append(
+            (
+                other,
+                f"{first} and {other} in one pod: no node offers both, and the processes would be counted from "
+                f"both ({counts[first] + counts[other]}); keep one (in a spec that extends a base, write "
+                f"{key.get(first, first)}: null beside yours to remove the base's)",
+            )
+        )
+    for name, count in counts.items():
+        if is_mig(name) and count > 1:
+            problems.append(
+                (
+                    name,
+                    f"{count} MIG slices in one pod: a CUDA process enumerates a single MIG device, so every "
+                    f"worker would run on the first slice; request 1 per pod and multiply nnodes by {count}",
+                )
+            )
+    return problems
+
+
+def process_rule(counts: Mapping[str, int]) -> tuple[int | None, str]:
+    """The default worker processes per node for these accelerators, and the rule that gave it.
+
+    None when the devices do not say (AWS Neuron devices: cores per device vary by instance).
+    """
+    if not counts:
+        return 1, "1, no accelerator is requested"
+    described = ", ".join(f"{name}: {count}" for name, count in counts.items())
+    if any(name in NEURON_DEVICES for name in counts):
+        return None, f"AWS Neuron devices ({described}) hold several NeuronCores each, as many as the instance has"
+    if any(is_mig(name) for name in counts):
+        return 1, f"1, one process on the pod's one MIG slice ({described})"
+    if NEURON_CORES in counts:
+        return counts[NEURON_CORES], f"one process per NeuronCore ({described})"
+    return sum(counts.values()), f"one process per device ({described})"

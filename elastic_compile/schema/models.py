@@ -35,7 +35,15 @@ from elastic_compile import contract
 from elastic_compile import contract_values as cv
 from elastic_compile.core import engine_env
 from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
-from elastic_compile.core.resources import accelerator_counts, is_hugepages, is_native, overcommit_allowed
+from elastic_compile.core.resources import (
+    NEURON_DEVICES,
+    accelerator_counts,
+    accelerator_problems,
+    is_hugepages,
+    is_native,
+    overcommit_allowed,
+    process_rule,
+)
 from elastic_compile.core.scalars import source_text
 from elastic_compile.schema import podvalues
 from elastic_compile.schema.launchers import TORCHRUN_OPTIONS, nested_launcher
@@ -370,6 +378,9 @@ class Resources(_Section):
                 problems.append((("limits", name), f"{what} limit == request ({self.requests[name]})"))
             elif request > limit:
                 problems.append((("limits", name), f"below the request ({self.requests[name]})"))
+        spelled = {device: str(self.where(device)[-1]) for device in self.accelerators()}
+        for device, why in accelerator_problems(self.accelerators(), spelled):
+            problems.append((self.where(device), why))
         names = set(self.requests) | set(self.limits)
         hugepages = sorted(n for n in names if is_hugepages(n))
         if hugepages and not names & {"cpu", "memory"}:
@@ -378,6 +389,18 @@ class Resources(_Section):
         if problems:
             raise FieldProblems(problems)
         return self
+
+    def where(self, device: str) -> tuple[str | int, ...]:
+        """Where the spec names ``device`` (a Kubernetes name; ``gpu`` is nvidia.com/gpu): requests first."""
+        for side, values in (("requests", self.requests), ("limits", self.limits)):
+            for key in values:
+                if (GPU_RESOURCE if key == GPU_KEY else key) == device:
+                    return (side, key)
+        return ("requests",)
+
+    def process_rule(self) -> tuple[int | None, str]:
+        """The default processes per node for the accelerators requested, and the rule that gave it."""
+        return process_rule(self.accelerators())
 
     def accelerators(self) -> dict[str, int]:
         """Accelerator units requested per node, by Kubernetes resource name (``gpu`` is nvidia.com/gpu).
@@ -1171,8 +1194,9 @@ class ElasticSpec(_Section):
     nproc_per_node: NProc = Field(
         None,
         description="Worker processes per node: a number, or auto, gpu, cpu (resolved in the container). "
-        "Default: the accelerators requested per node (nvidia.com/gpu and MIG slices, amd.com/gpu, Intel GPUs, "
-        "habana.ai/gaudi, AWS Neuron), else 1, so that each process gets one device.",
+        "Default: one per device requested per node (nvidia.com/gpu, amd.com/gpu, Intel GPUs, habana.ai/gaudi), one "
+        "per aws.amazon.com/neuroncore, 1 on a MIG slice (one slice per pod), else 1, so that each process gets one "
+        "device; AWS Neuron devices (aws.amazon.com/neuron) need it given.",
     )
     resources: Resources = Field(default_factory=Resources, description="Requests and limits per node.")
     shared_memory: Annotated[bool | str, BeforeValidator(_shared_memory)] = Field(
@@ -1484,6 +1508,15 @@ class ElasticSpec(_Section):
                         )
                     )
         problems += self._network_problems() + self._queue_problems()
+        count, rule = self.resources.process_rule()
+        if self.nproc_per_node is None and count is None:
+            device = next(name for name in self.resources.accelerators() if name in NEURON_DEVICES)
+            problems.append((
+                ("resources", *self.resources.where(device)),
+                f"{rule}: the processes per node cannot be counted from it; give nproc_per_node (the NeuronCores of "
+                "a device times the devices: 2 per device on Trn1 and Inf2, 4 on Trn2 with its default logical "
+                "cores, 4 on Inf1), or request aws.amazon.com/neuroncore, one process per core",
+            ))  # fmt: skip
         if self.nproc_per_node == "gpu" and not self.resources.accelerator_units():
             problems.append(
                 (
@@ -1556,13 +1589,9 @@ class ElasticSpec(_Section):
     def _fill_derived(self) -> None:
         """Defaults that depend on other fields, each recorded with its reason for --explain."""
         if self.nproc_per_node is None:
-            units = self.resources.accelerator_units()
-            object.__setattr__(self, "nproc_per_node", units or 1)
-            self._derived["nproc_per_node"] = (
-                f"derived: one per accelerator requested per node ({self.resources.describe_accelerators()})"
-                if units
-                else "derived: 1, no accelerator is requested"
-            )
+            count, rule = self.resources.process_rule()
+            object.__setattr__(self, "nproc_per_node", count)
+            self._derived["nproc_per_node"] = f"derived: {rule}"
         declared = self._declared_port()
         if self.rdzv.port is None and declared is not None:
             object.__setattr__(self.rdzv, "port", declared[1])

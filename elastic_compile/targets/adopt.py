@@ -31,6 +31,7 @@ from elastic_compile import contract
 from elastic_compile import contract_values as cv
 from elastic_compile.core.engine_env import Generation, generation_env_problem, injected
 from elastic_compile.core.loader import dotted
+from elastic_compile.core.resources import accelerator_counts, process_rule
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.launchers import (
     LauncherCall,
@@ -1177,19 +1178,19 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def drop_default_nproc(draft: Draft) -> None:
-    """Leave out nproc_per_node where it means what the spec's default means (the GPUs requested, else 1)."""
+    """Leave out nproc_per_node where it means what the spec's default means (core/resources.process_rule)."""
     value = draft.get("nproc_per_node")
     if value is None:
         return
-    gpus = 0
-    for side in ("requests", "limits"):
-        raw = draft.get("resources", side) or {}
-        amount = raw.get(GPU_KEY) if isinstance(raw, dict) else None
-        if amount is not None and str(amount).isdigit():
-            gpus = int(str(amount))
-            break
-    # With GPUs, auto and gpu count the GPUs the pod sees: the requested ones.
-    if value == (gpus or 1) or (gpus and value in ("auto", "gpu")):
+    sides = [
+        {GPU_RESOURCE if k == GPU_KEY else str(k): str(v) for k, v in raw.items()}
+        for raw in (draft.get("resources", side) or {} for side in ("requests", "limits"))
+        if isinstance(raw, dict)
+    ]
+    counts = accelerator_counts(*sides)
+    default, _rule = process_rule(counts)
+    # auto and gpu count the devices the pod sees: the requested ones (not for Neuron devices, whose cores count).
+    if value == default or (default and counts and value in ("auto", "gpu")):
         del draft.values["nproc_per_node"]
 
 
