@@ -226,16 +226,22 @@ def active(spec: ElasticSpec, plan: Plan, ignore: Iterable[str] = ()) -> list[Li
 PYTORCHJOB_ONLY = frozenset({"EC110", "EC116"})
 
 # Lints about the training operator's headless services, which publish a pod only once it is
-# Ready. JobSet (under a TrainJob) defaults network.publishNotReadyAddresses to true, so they
-# say nothing of a TrainJob; Flyte's PyTorch plugins create a PyTorchJob, so they fire there.
+# Ready: the operator sets no publishNotReadyAddresses (kubeflow/trainer@v1.9.4:
+# pkg/controller.v1/common/service.go:230-231). JobSet (under a TrainJob) defaults it to true
+# (kubernetes-sigs/jobset@v0.12.0:pkg/webhooks/jobset_webhook.go:137-138, used by
+# pkg/controllers/jobset_controller.go:816), so they say nothing of a TrainJob. They fire for the
+# jobs the training operator runs: the PyTorchJob, and Flyte's (its PyTorch plugins create one);
+# the PodTemplate (the v1 Worker's pod) only when no TrainJob is the spec's job.
 NOT_ON_TRAINJOB = frozenset({"EC114"})
+_V1_JOBS = frozenset({"pytorchjob", "flyte", "flyte2"})
 
 
 def _applies(found: Lint, c: Compiled) -> bool:
     if found.code in PYTORCHJOB_ONLY:
         return any(o.doc.get("kind") == "PyTorchJob" for o in c.outputs)
     if found.code in NOT_ON_TRAINJOB:
-        return any(o.target.name != "trainjob" for o in c.outputs)
+        names = {o.target.name for o in c.outputs}
+        return bool(names & _V1_JOBS) or ("podtemplate" in names and "trainjob" not in names)
     return True
 
 
@@ -847,9 +853,10 @@ def _readiness_probe(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
         yield Lint(
             "EC114",
             (*training[0], "readinessProbe"),
-            f"a readiness probe on the training container: until it passes, {spec.name}-worker-0's name does not "
-            "resolve and the other pods' rendezvous waits for it (and fails after rdzv.read_timeout, "
-            f"{rdzv.read_timeout} s); remove it, or make sure it passes before rendezvous",
+            f"a readiness probe on the training container: the PyTorchJob's headless services publish a pod only "
+            f"once it is Ready, so until it passes {spec.name}-worker-0's name does not resolve and the other pods' "
+            f"rendezvous waits for it (and fails after rdzv.read_timeout, {rdzv.read_timeout} s); remove it, or "
+            "make sure it passes before rendezvous",
         )
 
 

@@ -131,6 +131,20 @@ def pod_findings(
     return found
 
 
+#: The value an engine gives each pod differently (a node rank): no literal flag can match it.
+PER_POD = None
+
+
+def _range(text: str) -> str:
+    low, _, high = text.partition(":")
+    return f"{low}:{high or low}"
+
+
+def _same(option: str, flag: str, injected: str) -> bool:
+    """Whether a launcher flag's value is what the engine injects (``nnodes``: N is N:N, as torchrun reads it)."""
+    return _range(flag) == _range(injected) if option == "nnodes" else flag == injected
+
+
 def launcher_findings(
     container: Mapping[str, Any],
     where: Path,
@@ -138,15 +152,18 @@ def launcher_findings(
     *,
     nodes: int,
     restarts_set: bool,
+    injected: Mapping[str, str | None],
     restarts_at: Path = ("spec", "elasticPolicy"),
     restart_policy: tuple[Any, Path] | None = None,
 ) -> list[Finding]:
     """The training container's launcher: nested, overriding what the engine injects, or without restarts.
 
     ``overriding`` maps torchrun's option names to the PET_* variable the engine sets for
-    them; ``restarts_set``: the engine passes a restart count (else torchrun's 0 applies);
-    ``restart_policy``: the replica's restartPolicy and its path, where the engine reads
-    the launcher's exit code (a PyTorchJob's ExitCode).
+    them; ``injected`` maps them to the value the engine sets in every pod of this job
+    (:data:`PER_POD` when each pod gets its own; absent when it sets none): a flag that
+    says the same overrides nothing. ``restarts_set``: the engine passes a restart count
+    (else torchrun's 0 applies); ``restart_policy``: the replica's restartPolicy and its
+    path, where the engine reads the launcher's exit code (a PyTorchJob's ExitCode).
     """
     words = [*(container.get("command") or []), *(container.get("args") or [])]
     if not all(isinstance(w, str) for w in words):
@@ -176,8 +193,13 @@ def launcher_findings(
     s = launch.settings
     for name, env in overriding.items():
         value = s.get(name)
-        if value is None or (isinstance(value[0], str) and "$" in value[0]):
-            continue  # not given, or taken from what the engine injects
+        if value is None or (isinstance(value[0], str) and "$" in value[0]) or name not in injected:
+            continue  # not given, taken from what the engine injects, or the engine injects nothing for it
+        engine = injected[name]
+        if engine is PER_POD and nodes == 1:
+            continue
+        if engine is not PER_POD and _same(name, str(value[0]), engine):
+            continue  # the same value as the engine's: nothing is overridden
         found.append(
             Finding(
                 "launcher-overrides",

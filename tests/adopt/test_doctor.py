@@ -199,7 +199,7 @@ CASES: list[tuple[str, dict[str, Any] | list[dict[str, Any]], str]] = [
     ("DR026", _with(**{f"{W}.restartPolicy": "ExitCode", f"{C}.command": ["sh", "-c", "cd /w && torchrun t.py"]}),
      f"{W}.restartPolicy"),
     ("DR008", _tj(**{"spec.runtimePatches": None}), T),
-    ("DR009", _tj(**{f"{T}.command": ["torchrun", "--nnodes=2", "train.py"]}), f"{T}.command.1"),
+    ("DR009", _tj(**{f"{T}.command": ["torchrun", "--nnodes=3", "train.py"]}), f"{T}.command.1"),
     ("DR011", _tj(**{f"{T}.env": [{"name": "WORLD_SIZE", "value": "4"}]}), f"{T}.env.0.name"),
     ("DR012", _tj(_with(base=RUNTIME, **{f"{RJ}.containers.1": {"name": "logs", "image": "x:1"}})),
      f"{RJ}.containers.1"),
@@ -236,6 +236,10 @@ NEAR_MISSES: list[tuple[str, dict[str, Any] | list[dict[str, Any]]]] = [
     ("DR007", _with(**{"metadata.name": "a" * 54})),
     ("DR008", _with(**{f"{C}.volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm/"}]})),
     ("DR009", _with(**{f"{C}.command": ["torchrun", "--nnodes=$(PET_NNODES)", "--max-restarts=3", "train.py"]})),
+    # The same values as the operator's (kubeflow/trainer@v1.9.4:pkg/controller.v1/pytorch/elastic.go:78-91):
+    # nothing is overridden (issue 27, class 6).
+    ("DR009", _with(**{f"{C}.command": ["torchrun", "--rdzv_backend=c10d", "--nnodes=1:3", "train.py"]})),
+    ("DR009", _tj(**{f"{T}.command": ["torchrun", "--nnodes=2", "--nproc-per-node=2", "train.py"]})),
     ("DR010", _with(**{f"{C}.command": ["torchrun", "--no-python", "python", "train.py"]})),
     ("DR011", _with(**{f"{C}.env": [{"name": "RANKING", "value": "1"}, {"name": "PETS", "value": "2"}]})),
     ("DR012", _with(**{f"{W}.template.spec.initContainers.0.restartPolicy": "Always"})),

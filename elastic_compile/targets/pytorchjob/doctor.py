@@ -19,7 +19,7 @@ from elastic_compile.core.crdcheck import as_int, as_mapping
 from elastic_compile.core.engine_env import operator_v1_names
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
-from elastic_compile.targets.doctor import launcher_findings, pod_findings
+from elastic_compile.targets.doctor import PER_POD, launcher_findings, pod_findings
 from elastic_compile.targets.pytorchjob.checks import webhook_findings
 
 _BASE: Path = ("spec", "pytorchReplicaSpecs")
@@ -76,7 +76,12 @@ def findings(job: Mapping[str, Any]) -> list[Finding]:
         found += pod_findings(template, (*role, "template"), training=contract.TRAINING_CONTAINER, engine_env=appended)
         restart_at: Path = (*role, "restartPolicy")
         found += _launcher_findings(
-            template, (*role, "template"), policy if elastic is not None else None, nodes, (restart, restart_at)
+            template,
+            (*role, "template"),
+            policy if elastic is not None else None,
+            nodes,
+            (restart, restart_at),
+            injected=_injected(job),
         )
     return list(dict.fromkeys(found))
 
@@ -89,12 +94,55 @@ _OVERRIDING = {
 }  # fmt: skip
 
 
+def _injected(job: Mapping[str, Any]) -> dict[str, str | None]:
+    """What the operator sets for each of :data:`_OVERRIDING`, the same in every pod (PER_POD: per pod).
+
+    kubeflow/trainer@v1.9.4:pkg/controller.v1/pytorch/envvar.go:66-123, master.go:33-62,
+    elastic.go:68-169, with the defaults of pkg/apis/kubeflow.org/v1/pytorch_defaults.go:38-55.
+    """
+    name = str(as_mapping(job.get("metadata")).get("name"))
+    spec = as_mapping(job.get("spec"))
+    replicas = as_mapping(spec.get("pytorchReplicaSpecs"))
+    worker = as_mapping(replicas.get("Worker"))
+    workers = as_int(worker.get("replicas")) or 1
+    out: dict[str, str | None] = {}
+    if "Master" in replicas:
+        out["master_addr"] = f"{name}-master-0"
+        out["node_rank"] = PER_POD
+    if spec.get("elasticPolicy") is None:
+        out["nnodes"] = str(workers * ("Worker" in replicas) + ("Master" in replicas))
+        return out
+    policy = as_mapping(spec.get("elasticPolicy"))
+    low, high = as_int(policy.get("minReplicas")), as_int(policy.get("maxReplicas"))
+    low, high = (low if low is not None else high), (high if high is not None else low)
+    out["nnodes"] = f"{low}:{high}" if low is not None else f"{workers}:{workers}"
+    out["rdzv_backend"] = str(policy.get("rdzvBackend") or "c10d")
+    port = as_int(policy.get("rdzvPort"))
+    if port is None:
+        containers = as_mapping(as_mapping(worker.get("template")).get("spec")).get("containers")
+        ports = [
+            p
+            for c in (containers if isinstance(containers, list) else [])
+            if as_mapping(c).get("name") == contract.TRAINING_CONTAINER
+            for p in as_mapping(c).get("ports") or []
+        ]
+        named = [as_int(as_mapping(p).get("containerPort")) for p in ports if as_mapping(p).get("name") == (
+            contract.OPERATOR_PORT_NAME)]  # fmt: skip
+        port = named[0] if named and named[0] is not None else contract.OPERATOR_DEFAULT_PORT
+    out["rdzv_endpoint"] = f"{policy.get('rdzvHost') or f'{name}-worker-0'}:{port}"
+    if policy.get("rdzvId") is not None:
+        out["rdzv_id"] = str(policy["rdzvId"])
+    return out
+
+
 def _launcher_findings(
     template: Mapping[str, Any],
     path: Path,
     policy: Mapping[str, Any] | None,
     nodes: int,
     restart_policy: tuple[Any, Path],
+    *,
+    injected: Mapping[str, str | None],
 ) -> list[Finding]:
     """The training container's launcher: nested, overriding the operator, without restarts, or exit codes lost."""
     containers = as_mapping(template.get("spec")).get("containers")
@@ -108,5 +156,11 @@ def _launcher_findings(
     where: Path = (*path, "spec", "containers", index)
     restarts_set = policy is None or policy.get("maxRestarts") is not None
     return launcher_findings(
-        container, where, _OVERRIDING, nodes=nodes, restarts_set=restarts_set, restart_policy=restart_policy
+        container,
+        where,
+        _OVERRIDING,
+        nodes=nodes,
+        restarts_set=restarts_set,
+        restart_policy=restart_policy,
+        injected=injected,
     )

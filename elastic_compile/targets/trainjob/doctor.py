@@ -20,7 +20,7 @@ from elastic_compile.core.loader import Loaded
 from elastic_compile.schema.launchers import launcher_kind, nested_launcher
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
-from elastic_compile.targets.doctor import has_shm, istio_findings, launcher_findings, no_shm
+from elastic_compile.targets.doctor import PER_POD, has_shm, istio_findings, launcher_findings, no_shm
 from elastic_compile.targets.trainjob import api
 from elastic_compile.targets.trainjob.adopt import find_runtime
 from elastic_compile.targets.trainjob.checks import manifest_findings
@@ -42,21 +42,27 @@ def findings(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
     found = manifest_findings(job, runtime)
     spec = as_mapping(job.get("spec"))
     trainer = as_mapping(spec.get("trainer"))
-    nodes = as_int(trainer.get("numNodes")) or 1
-    nproc = as_int(trainer.get("numProcPerNode")) or 1
+    nodes = as_int(trainer.get("numNodes"))
+    if nodes is None and runtime is not None:
+        nodes = as_int(as_mapping(as_mapping(runtime.get("spec")).get("mlPolicy")).get("numNodes"))
+    nodes = nodes or 1
+    # What the torch plugin gives node (Trainer v2.3.0 torch.go:121-165): numProcPerNode, else auto
+    # with a *gpu* resource, else one per requested CPU; the resources of a runtime in the input count.
+    resources = api.runtime_node_resources(runtime) if runtime is not None else None
+    nproc_text = api.plugin_nproc(trainer, resources)
+    job_name = str(as_mapping(job.get("metadata")).get("name"))
+    injected: dict[str, str | None] = {
+        "nnodes": str(nodes), "nproc_per_node": nproc_text, "node_rank": PER_POD,
+        "master_addr": api.master_addr(job_name), "master_port": str(api.MASTER_PORT),
+    }  # fmt: skip
     words = [*(trainer.get("command") or []), *(trainer.get("args") or [])]
-    if trainer and all(isinstance(w, str) for w in words):
+    policy = as_mapping(as_mapping(runtime.get("spec")).get("mlPolicy")) if runtime is not None else {}
+    torch = runtime is None or "torch" in policy  # another framework's runtime (flux...) starts its own launcher
+    if torch and trainer and all(isinstance(w, str) for w in words):
         # Without a command the image's entrypoint runs (with the args): not in the manifest to judge.
-        if trainer.get("command") and not _launches(words) and (nodes > 1 or nproc > 1):
-            found.append(
-                Finding(
-                    "no-launcher",
-                    (*_TRAINER, "command") if "command" in trainer else _TRAINER,
-                    "no launcher in the trainer's command: Trainer's runtime does not start torchrun, so the command "
-                    f"runs once per pod and the PET_* topology ({nodes} node(s) x {nproc}) is never read",
-                )
-            )
-        found += launcher_findings(trainer, _TRAINER, _OVERRIDING, nodes=nodes, restarts_set=True)
+        if trainer.get("command") and not _launches(words):
+            found += _no_launcher(words, nodes, nproc_text)
+        found += launcher_findings(trainer, _TRAINER, _OVERRIDING, nodes=nodes, restarts_set=True, injected=injected)
     env = trainer.get("env")
     for j, entry in enumerate(env if isinstance(env, list) else []):
         name = as_mapping(entry).get("name")
@@ -71,6 +77,29 @@ def findings(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
             )
     found += _pod_findings(spec, runtime)
     return list(dict.fromkeys(found))
+
+
+def _no_launcher(words: Sequence[str], nodes: int, nproc: str) -> list[Finding]:
+    """DR023: the command runs once per pod, with what torch's env:// needs set by nobody.
+
+    Trainer sets only the PET_* variables (torch.go:145-166): no MASTER_ADDR, RANK or
+    WORLD_SIZE, and nothing starts PET_NPROC_PER_NODE processes. A command that names PET_*
+    itself (a script reading PET_NODE_RANK) sets up its topology on its own: not judged.
+    """
+    many = nproc != "1"
+    if not (nodes > 1 or many) or any("PET_" in w for w in words):
+        return []
+    per_node = "one process per device" if nproc == "auto" else f"{nproc} per node"
+    return [
+        Finding(
+            "no-launcher",
+            (*_TRAINER, "command"),
+            f"no launcher in the trainer's command: Trainer's runtime starts none, so it runs once per pod ({nodes} "
+            f"x 1, where Trainer's PET_* say {nodes} node(s) x {per_node}), and torch's env:// finds no MASTER_ADDR, "
+            "RANK or WORLD_SIZE (Trainer sets only PET_*); start it with torchrun or elastic-launch, or read PET_* in "
+            "the script",
+        )
+    ]
 
 
 def _launches(words: Sequence[str]) -> bool:
