@@ -376,8 +376,10 @@ def test_torchrun_runs_the_command_as_elastic_launch_would(command: list[str], p
 def test_torchrun_on_a_trainjob_meets_at_the_master() -> None:
     docs = compiled("nnodes: 2\nnproc_per_node: 2\nlauncher: torchrun\ntarget: trainjob\nrdzv: {id: exp-7}\n")
     (trainjob,) = docs
+    # A shell makes node 0 the store host (schema/launchers.NODE0_SCRIPT; tests/engines/test_torchrun_node0.py).
+    assert trainjob["spec"]["trainer"]["command"][:2] == ["sh", "-c"]
     args = trainjob["spec"]["trainer"]["args"]
-    assert args[:6] == [
+    assert args[2:8] == [
         "--rdzv-backend", "c10d", "--rdzv-endpoint", "$(PET_MASTER_ADDR):$(PET_MASTER_PORT)", "--rdzv-id", "exp-7",
     ]  # fmt: skip
     assert args[args.index("--max-restarts") + 1] == "3"  # Trainer injects no PET_MAX_RESTARTS

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from elastic_compile import contract
 from elastic_compile.localrun.kubeflow import fit_nproc
 from elastic_compile.localrun.kubelet import LOCAL_IP, Pod, config_map_mounts, expand, resolve_env
 from elastic_compile.localrun.process import (
@@ -39,6 +40,8 @@ from elastic_compile.localrun.process import (
     local_argv,
     port_busy,
 )
+from elastic_compile.schema.launchers import node0_torchrun
+from elastic_compile.targets.adopt import Draft, read_launch
 from elastic_compile.targets.trainjob import api
 from elastic_compile.targets.trainjob.checks import manifest_errors
 
@@ -190,8 +193,45 @@ def check_job(job: Mapping[str, Any], runtime: Mapping[str, Any] | None, label: 
         policy = pod_spec.get("restartPolicy", DEFAULT_RESTART_POLICY)
         if policy not in JOB_RESTART_POLICIES:
             problems.append(f"restartPolicy: a Job's pods take OnFailure or Never (given: {policy})")
+    if not problems:
+        problems += _guessed_store_host(job, runtime)
     if problems:
         raise RunError("\n".join(f"{label}: {p}" for p in problems))
+
+
+def _guessed_store_host(job: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> list[str]:
+    """torchrun's c10d rendezvous with the store host left to torch's guess: the cluster could fail it.
+
+    Without ``is_host``, torch's c10d backend makes a pod the host when the endpoint's name is
+    its hostname or resolves to its own address (torch 2.13 rendezvous/c10d_rendezvous_backend.py:137-145,
+    utils.py:117-166). Trainer's node 0 is <name>-node-0-0, and PET_MASTER_ADDR
+    <name>-node-0-0.<name> matches it only through a DNS lookup that races JobSet's headless
+    Service: a miss leaves no pod hosting the store. Here every pod is 127.0.0.1, which
+    always matches, so a run would pass what the cluster can fail.
+    """
+    (pod, *_rest) = pods(job, runtime, local=False)
+    if node0_torchrun(pod.argv) is not None:
+        return []  # the compiled form: a shell sets is_host from PET_NODE_RANK
+    launch = read_launch(list(pod.argv), lambda i: (i,), Draft())
+    if launch.launcher is None or launch.launcher == contract.LAUNCHER:
+        return []  # none, or elastic-launch (--rdzv-at-master decides it by PET_NODE_RANK)
+    settings = {name: str(value) for name, (value, _at) in launch.settings.items()}
+    backend = settings.get("rdzv_backend") or pod.env.get(contract.PET_RDZV_BACKEND) or "static"
+    conf = settings.get("rdzv_conf") or pod.env.get(contract.PET_RDZV_CONF) or ""
+    if backend != "c10d" or any(item.partition("=")[0].strip() == "is_host" for item in conf.split(",")):
+        return []
+    endpoint = settings.get("rdzv_endpoint") or pod.env.get(contract.PET_RDZV_ENDPOINT) or ""
+    host = endpoint.rpartition(":")[0] if ":" in endpoint else endpoint
+    hostname = f"{job['metadata']['name']}-{api.NODE}-0-0"
+    if host in (hostname, "localhost", "127.0.0.1", "::1", "[::1]"):
+        return []
+    return [
+        f"{launch.launcher} meets with c10d at {host or 'localhost'} without is_host: on the cluster node 0 "
+        f"({hostname}) hosts the store only if that name already resolves to its own address when its agent "
+        "starts (a DNS lookup racing JobSet's headless Service), and no pod hosts it otherwise; here every pod is "
+        "127.0.0.1, which always passes. Decide it by rank: elastic-launch --rdzv-at-master, or torchrun as "
+        "elastic-compile writes it (launcher: torchrun: a shell sets is_host from PET_NODE_RANK)"
+    ]
 
 
 def fit_job(

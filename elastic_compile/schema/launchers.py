@@ -246,3 +246,35 @@ def _option(word: str) -> tuple[str | None, bool, str]:
     if name in TORCHRUN_OPTIONS:
         return name, bool(has_value), value
     return None, False, ""
+
+
+# --------------------------------------------------------------------------- torchrun with node 0 as the store host
+
+#: How a compiled TrainJob runs torchrun (``launcher: torchrun``): Trainer gives every pod the same
+#: arguments and sets no variable torchrun reads as ``is_host``, and left to itself torchrun's c10d
+#: backend makes a pod the host only when the endpoint's name resolves to its own address
+#: (torch 2.13 torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py:137-145,
+#: utils.py:117-166), which for node 0's <name>-node-0-0.<name> is a DNS lookup racing the
+#: headless Service. So a POSIX shell decides it from PET_NODE_RANK, the Job completion index
+#: (Trainer v2.3.0 torch.go:152-156): ``sh -c SCRIPT torchrun CONF ARGS...`` runs
+#: ``torchrun --rdzv-conf CONF,is_host=<true on node 0, else false> ARGS...``.
+NODE0_SHELL = "sh"
+NODE0_SCRIPT = (
+    'conf=$1; shift; if [ "$PET_NODE_RANK" = 0 ]; then host=true; else host=false; fi; '
+    'exec torchrun --rdzv-conf "$conf,is_host=$host" "$@"'
+)
+NODE0_PREFIX: tuple[str, ...] = (NODE0_SHELL, "-c", NODE0_SCRIPT, "torchrun")
+
+
+def node0_torchrun(argv: Sequence[str]) -> tuple[list[str], list[int]] | None:
+    """The torchrun command line of the node-0 shell form, and where each of its words is in ``argv``.
+
+    None when ``argv`` is not that form. The ``is_host`` the shell adds is left out: it is
+    the form's, decided per pod.
+    """
+    if tuple(argv[: len(NODE0_PREFIX)]) != NODE0_PREFIX or len(argv) <= len(NODE0_PREFIX):
+        return None
+    conf = len(NODE0_PREFIX)
+    words = ["torchrun", "--rdzv-conf", argv[conf], *argv[conf + 1 :]]
+    where = [conf - 1, conf, conf, *range(conf + 1, len(argv))]
+    return words, where

@@ -38,6 +38,7 @@ from elastic_compile.schema.launchers import (
     LauncherSyntaxError,
     launcher_kind,
     nested_launcher,
+    node0_torchrun,
     parse_torchrun,
 )
 from elastic_compile.schema.models import (
@@ -241,6 +242,11 @@ def read_launch(argv: list[str], at: Callable[[int], Path], draft: Draft) -> Lau
     launch = Launch(argv)
     if not argv:
         return launch
+    node0 = node0_torchrun(argv)
+    if node0 is not None:
+        # The compiled TrainJob's torchrun, run by a shell that makes node 0 the store host.
+        words, where = node0
+        return read_launch(words, lambda i: at(where[min(i, len(where) - 1)]), draft)
     head = PurePosixPath(argv[0]).name
     if head in _SHELLS:
         return _read_shell(argv, at, draft)

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from elastic_compile import contract
 from elastic_compile.schema import ElasticSpec
+from elastic_compile.schema.launchers import NODE0_PREFIX
 from elastic_compile.targets import bundle
 
 # The pod's grace period must exceed elastic-launch's own SIGTERM->SIGKILL window, or the
@@ -109,7 +110,13 @@ def container_command(spec: ElasticSpec, args: Sequence[str]) -> tuple[list[str]
     if spec.launcher == "bundled":
         return bundle.command(), list(args)
     if spec.launcher == "torchrun":
-        return [contract.TORCHRUN], torchrun_args(spec, args)
+        words = torchrun_args(spec, args)
+        if contract.OPT_RDZV_AT_MASTER in _options(args):
+            # Node 0 hosts the store by its rank, not by a DNS guess (schema/launchers.NODE0_SCRIPT).
+            at = words.index(_TR_CONF)
+            conf = words[at + 1]
+            return list(NODE0_PREFIX[:3]), [NODE0_PREFIX[3], conf, *words[:at], *words[at + 2 :]]
+        return [contract.TORCHRUN], words
     return [contract.LAUNCHER], list(args)
 
 
@@ -196,7 +203,8 @@ def torchrun_args(spec: ElasticSpec, args: Sequence[str]) -> list[str]:
     elastic-launch); what elastic-launch derives in the pod is spelled out: the run id
     ``<namespace>.<job>`` and the pod IP as local address come from the downward-API
     variables through ``$(VAR)``, Trainer's ``--rdzv-at-master`` becomes c10d at
-    ``$(PET_MASTER_ADDR):$(PET_MASTER_PORT)``, and a single node meets on its own pod
+    ``$(PET_MASTER_ADDR):$(PET_MASTER_PORT)`` (:func:`container_command` has a shell make node 0
+    the host), and a single node meets on its own pod
     (``--standalone``). The rendezvous timeouts and ``rdzv.conf`` go in one ``--rdzv-conf``,
     which replaces ``PET_RDZV_CONF`` (torchrun does not merge them, so it repeats rdzv.conf).
     """
