@@ -6,8 +6,9 @@ puts on every pod of the job and admits ingress only from pods with the same lab
 namespace, any port: NCCL and gloo pick theirs). Checked here: the emitted object is valid
 for Kubernetes, selects exactly what the operator labels, admits exactly the job's pods
 when evaluated as a CNI would, is off by default, is listed in ``-o`` bases, and cannot
-be widened by a custom template. The same for a TrainJob (``-t trainjob``), whose pods JobSet
-labels with the JobSet's name, which is the TrainJob's.
+be widened by a custom template. The same for a TrainJob (``-t trainjob``). The label is ours
+(targets/network.POD_LABEL, on every pod's template), not the engine's job-name label, so that a
+kustomize rename keeps the policy on the job (tests/engines/test_network_policy_renames.py).
 """
 
 from __future__ import annotations
@@ -18,19 +19,18 @@ from typing import Any
 import pytest
 import yaml
 
-from elastic_compile import contract
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core import crdcheck
 from elastic_compile.localrun import kubeflow, trainer
-from elastic_compile.targets.trainjob import api
+from elastic_compile.targets import network
 
 BASE = "name: train\nnamespace: ml\nimage: ghcr.io/x/y:1.0\ncommand: [python, t.py]\nnnodes: 2\n"
 TRAINJOB = BASE + "target: trainjob\nnproc_per_node: 2\n"
-# Each engine's spec, the label its controller puts on every pod of the job, and the job's kind.
+# Each engine's spec, the label the policy selects (ours, on every pod of the job), and the job's kind.
 ENGINES = {
-    "pytorchjob": (BASE, contract.LABEL_JOB_NAME, "PyTorchJob"),
-    "trainjob": (TRAINJOB, api.LABEL_JOBSET_NAME, "TrainJob"),
+    "pytorchjob": (BASE, network.POD_LABEL, "PyTorchJob"),
+    "trainjob": (TRAINJOB, network.POD_LABEL, "TrainJob"),
 }
 
 
@@ -106,7 +106,7 @@ def test_the_trainjob_policy_follows_our_runtime(tmp_path: Path) -> None:
     assert [d["kind"] for d in (runtime, job, policy)] == ["TrainingRuntime", "TrainJob", "NetworkPolicy"]
     ours = [p.labels for p in trainer.pods(job, runtime)]
     assert len(ours) == 2 and all(_admits(policy, "ml", a, b) for a in ours for b in ours)
-    assert not _admits(policy, "ml", dict(ours[0], **{api.LABEL_JOBSET_NAME: "other"}), ours[1])
+    assert not _admits(policy, "ml", dict(ours[0], **{network.POD_LABEL: "other"}), ours[1])
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -124,3 +124,25 @@ def test_a_custom_template_cannot_widen_the_policy(
     assert main([str(spec), "--templates", str(templates)]) == 2
     err = capsys.readouterr().err
     assert "networkpolicy.yaml.j2" in err and "must be the compiler's" in err
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_import_reads_the_policy_back(engine: str) -> None:
+    """The pods' label of ours and the policy that selects it are network_policy: true, nothing else."""
+    from elastic_compile.compiler.adopt import import_stream
+    from elastic_compile.compiler.output import stream_text
+
+    first = stream_text([compile_text(ENGINES[engine][0] + "network_policy: true\n", "s.yaml")], "yaml")
+    (imported,) = import_stream(first, "job.yaml")
+    assert "network_policy: true" in imported.text and network.POD_LABEL not in imported.text
+    assert [str(n) for n in imported.notes] == []
+    assert stream_text([compile_text(imported.text, "i.yaml")], "yaml") == first
+
+
+def test_the_label_is_the_compilers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        BASE + f"network_policy: true\npod_template:\n  metadata:\n    labels: {{{network.POD_LABEL}: x}}\n"
+    )
+    assert main([str(spec)]) == 2
+    assert "set by the compiler on every pod for network_policy" in capsys.readouterr().err

@@ -25,6 +25,7 @@ from elastic_compile.core.loader import Loaded, load_stream, load_text
 from elastic_compile.core.source import read_input
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.validate import validate
+from elastic_compile.targets import network
 from elastic_compile.targets.adopt import (
     Draft,
     Injected,
@@ -137,7 +138,13 @@ def _kinds() -> str:
 
 
 def _companion(doc: Any) -> bool:
-    return isinstance(doc, dict) and (doc.get("apiVersion"), doc.get("kind")) in COMPANIONS
+    if not isinstance(doc, dict):
+        return False
+    if (doc.get("apiVersion"), doc.get("kind")) == (network.API_VERSION, network.KIND):
+        # The compiler's NetworkPolicy (it selects the label of ours the pods carry): network_policy: true.
+        selector = (doc.get("spec") or {}).get("podSelector") if isinstance(doc.get("spec"), dict) else None
+        return isinstance(selector, dict) and network.POD_LABEL in (selector.get("matchLabels") or {})
+    return (doc.get("apiVersion"), doc.get("kind")) in COMPANIONS
 
 
 def _import_one(

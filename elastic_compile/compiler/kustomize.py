@@ -226,13 +226,16 @@ _CONFIGMAP_VOLUME_PATHS: Final = (
 )
 
 
-def kustomization(resources: Sequence[str], *, trainer: bool = False, launcher: bool = False) -> dict[str, Any]:
+def kustomization(
+    resources: Sequence[str], *, trainer: bool = False, launcher: bool = False, network: str | None = None
+) -> dict[str, Any]:
     """The Kustomization listing ``resources`` and pointing kustomize at ``openapi.json``.
 
     ``trainer``: the base holds a TrainJob, so resources keep their order (our
     TrainingRuntime first) and :data:`CONFIG_FILE` teaches kustomize the runtimeRef.
     ``launcher``: the base holds the bundled launcher's ConfigMap, whose references
-    :data:`CONFIG_FILE` teaches kustomize too.
+    :data:`CONFIG_FILE` teaches kustomize too. ``network``: the kind of the job a NetworkPolicy
+    of the base selects, whose name :data:`CONFIG_FILE` makes its selector follow.
     """
     out: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -242,18 +245,61 @@ def kustomization(resources: Sequence[str], *, trainer: bool = False, launcher: 
     }
     if trainer:
         out["sortOptions"] = {"order": "fifo"}
-    if trainer or launcher:
+    if trainer or launcher or network:
         out["configurations"] = [CONFIG_FILE]
     return out
 
 
-def kustomization_text(resources: Sequence[str], *, trainer: bool = False, launcher: bool = False) -> str:
+def kustomization_text(
+    resources: Sequence[str], *, trainer: bool = False, launcher: bool = False, network: str | None = None
+) -> str:
     """``kustomization.yaml``: a comment header, then the canonical YAML of :func:`kustomization`."""
     header = _KUSTOMIZATION_HEADER + (_TRAINER_HEADER if trainer else "") + (_LAUNCHER_HEADER if launcher else "")
-    return header + to_yaml([kustomization(resources, trainer=trainer, launcher=launcher)])
+    header += _NETWORK_HEADER if network else ""
+    return header + to_yaml([kustomization(resources, trainer=trainer, launcher=launcher, network=network)])
 
 
-def config_text(*, trainer: bool = False, launcher: bool = False) -> str:
+def _escaped(key: str) -> str:
+    """A map key in a kustomize field path: its slashes escaped (kustomize's PathSplitter)."""
+    return key.replace("/", "\\/")
+
+
+#: Where each job kind's pods carry the NetworkPolicy's label (targets/network.POD_LABEL): the
+#: PyTorchJob's Worker template and the TrainJob's runtime patch.
+_POD_LABEL_PATHS: Final = {
+    "PyTorchJob": ("kubeflow.org", "spec/pytorchReplicaSpecs/Worker/template/metadata/labels"),
+    "TrainJob": (
+        "trainer.kubeflow.org",
+        "spec/runtimePatches/trainingRuntimeSpec/template/spec/replicatedJobs/template/spec/template/metadata/labels",
+    ),
+}
+
+
+def _network_references(kind: str) -> dict[str, Any]:
+    """The NetworkPolicy's selector and the pods' label both name the job: renamed with it."""
+    from elastic_compile.targets.network import POD_LABEL
+
+    group, labels = _POD_LABEL_PATHS[kind]
+    key = _escaped(POD_LABEL)
+    policy = [
+        {"kind": "NetworkPolicy", "group": "networking.k8s.io", "path": f"{path}/{key}"}
+        for path in ("spec/podSelector/matchLabels", "spec/ingress/from/podSelector/matchLabels")
+    ]
+    return {
+        "kind": kind,
+        "group": group,
+        "fieldSpecs": [*policy, {"kind": kind, "group": group, "path": f"{labels}/{key}"}],
+    }
+
+
+# With a NetworkPolicy in the base.
+_NETWORK_HEADER = f"""\
+# {CONFIG_FILE} makes the NetworkPolicy's selector and the pods' label it selects follow the job's
+# name through namePrefix and nameSuffix (kustomize renames names, not label values).
+"""
+
+
+def config_text(*, trainer: bool = False, launcher: bool = False, network: str | None = None) -> str:
     """``kustomizeconfig.yaml``: what kustomize cannot know about our custom resources.
 
     ``trainer``: runtimeRef.name of a TrainJob names a (Cluster)TrainingRuntime, and
@@ -262,6 +308,7 @@ def config_text(*, trainer: bool = False, launcher: bool = False) -> str:
     trainer's image, so without this an overlay's ``images:`` pin would change only our
     runtime's placeholder, not the job.
     ``launcher``: a ConfigMap volume of a PyTorchJob, TrainJob or TrainingRuntime names a ConfigMap.
+    ``network``: the job kind whose name the NetworkPolicy's selector and its pods' label carry.
     """
     group = "trainer.kubeflow.org"
     config: dict[str, Any] = {"nameReference": []}
@@ -278,4 +325,6 @@ def config_text(*, trainer: bool = False, launcher: bool = False) -> str:
     if launcher:
         specs = [{"kind": kind, "group": g, "path": path} for g, kind, path in _CONFIGMAP_VOLUME_PATHS]
         config["nameReference"].append({"kind": "ConfigMap", "version": "v1", "fieldSpecs": specs})
+    if network:
+        config["nameReference"].append(_network_references(network))
     return to_yaml([config])

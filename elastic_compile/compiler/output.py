@@ -51,10 +51,12 @@ def _base_files(c: Compiled, fmt: str) -> dict[str, str]:
             resources.append(name)
     trainer = any(o.doc.get("kind") == "TrainJob" for o in c.outputs)
     launcher = any(o.filename == CONFIGMAP_FILE for o in c.outputs)
-    files[KUSTOMIZATION] = kustomize.kustomization_text(resources, trainer=trainer, launcher=launcher)
+    kinds = [o.doc.get("kind") for o in c.outputs]
+    network = next((k for k in ("TrainJob", "PyTorchJob") if k in kinds), None) if "NetworkPolicy" in kinds else None
+    files[KUSTOMIZATION] = kustomize.kustomization_text(resources, trainer=trainer, launcher=launcher, network=network)
     files[kustomize.OPENAPI_FILE] = kustomize.openapi_text()
-    if trainer or launcher:
-        files[kustomize.CONFIG_FILE] = kustomize.config_text(trainer=trainer, launcher=launcher)
+    if trainer or launcher or network:
+        files[kustomize.CONFIG_FILE] = kustomize.config_text(trainer=trainer, launcher=launcher, network=network)
     return files
 
 

@@ -56,7 +56,7 @@ from elastic_compile.schema.models import (
     nested_model,
 )
 from elastic_compile.schema.podvalues import ENV_NAME
-from elastic_compile.targets import bundle
+from elastic_compile.targets import bundle, network
 from elastic_compile.targets.launcher import ENV_SHUTDOWN_TIMEOUT, GRACE_MARGIN_SECONDS, launcher_env
 from elastic_compile.targets.pod import ISTIO_INJECT, downward_env
 
@@ -826,6 +826,16 @@ def adopt_pod(
     meta = template.get("metadata") or {}
     labels = dict(meta.get("labels") or {})
     annotations = dict(meta.get("annotations") or {})
+    policy_label = labels.pop(network.POD_LABEL, None)
+    if policy_label is not None and policy_label == draft.get("name"):
+        # The compiler's label for network_policy (its NetworkPolicy selects it): it writes both again.
+        draft.set(("network_policy",), True, (*base, "metadata", "labels", network.POD_LABEL))
+    elif policy_label is not None:
+        draft.warn(
+            (*base, "metadata", "labels", network.POD_LABEL),
+            f"{network.POD_LABEL} dropped: the compiler's label for network_policy, with the job's name",
+            "pod_template",
+        )
     inject = annotations.pop(ISTIO_INJECT, None)
     if bundled:
         # Which launcher file the pods run: the compiler writes them again for the one it bundles.

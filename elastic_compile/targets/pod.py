@@ -36,7 +36,7 @@ from elastic_compile.schema.models import (
     mounts_shm,
     no_overcommit,
 )
-from elastic_compile.targets import bundle
+from elastic_compile.targets import bundle, network
 from elastic_compile.targets.launcher import add_launcher_env, container_command
 
 SHM_VOLUME = SHM_VOLUME_NAME
@@ -265,7 +265,7 @@ def build_pod_template(
     pod.update(user_spec)
 
     metadata: dict[str, Any] = {}
-    labels = dict(spec.pod_template.metadata.labels)
+    labels = {**spec.pod_template.metadata.labels, **network.pod_labels(spec)}
     annotations = dict(spec.pod_template.metadata.annotations)
     if not spec.istio_sidecar:
         annotations.setdefault(ISTIO_INJECT, "false")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from elastic_compile import contract
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets import Document, Target, bundle, network
@@ -31,21 +30,20 @@ class PyTorchJobTarget(Target):
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
         # The training operator v1 runs this pod and sets its own env in it.
-        raise_problems(env_generation_problems(spec, "v1"), loaded)
+        raise_problems([*env_generation_problems(spec, "v1"), *network.network_problems(spec)], loaded)
         plan = spec_to_plan(spec)
         job = Document("pytorchjob.yaml.j2", "pytorchjob.yaml", API_VERSION, KIND, {"plan": plan})
         documents = [*bundle.documents(spec), job]
         if spec.network_policy:
-            # The operator labels every pod of the job with its name (training-operator v1.9.4 common_types.go
-            # JobNameLabel).
-            documents.append(network.network_policy_document(spec, contract.LABEL_JOB_NAME))
+            # It selects the pods by the label of ours the plan puts on them (targets/network.py says why).
+            documents.append(network.network_policy_document(spec))
         return documents
 
     def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
         if document.kind == bundle.KIND:
             return bundle.check(doc, spec)
         if document.kind == network.KIND:
-            return network.network_policy_errors(doc, spec, contract.LABEL_JOB_NAME)
+            return network.network_policy_errors(doc, spec)
         return [
             *identity_errors(doc, API_VERSION, KIND, spec.name),
             *schema_errors(doc, SCHEMA_FILE, API_VERSION, KIND),

@@ -37,7 +37,7 @@ class TrainJobTarget(Target):
         return spec.target == self.name
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
-        raise_problems(trainjob_problems(spec), loaded)
+        raise_problems([*trainjob_problems(spec), *network.network_problems(spec)], loaded)
         plan = spec_to_trainjob_plan(spec)
         docs = [Document("trainjob.yaml.j2", "trainjob.yaml", api.API_VERSION, api.TRAINJOB, {"plan": plan})]
         if plan.runtime is not None:
@@ -47,17 +47,15 @@ class TrainJobTarget(Target):
             )
             docs.insert(0, runtime)
         if spec.network_policy:
-            # JobSet labels every pod with its JobSet's name, which Trainer makes the TrainJob's
-            # (Trainer v2.3.0 pkg/runtime/framework/plugins/jobset/): the policy selects the pods of every replicated
-            # job.
-            docs.append(network.network_policy_document(spec, api.LABEL_JOBSET_NAME))
+            # It selects the pods by the label of ours the patch puts on them (targets/network.py says why).
+            docs.append(network.network_policy_document(spec))
         return [*bundle.documents(spec), *docs]
 
     def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
         if document.kind == bundle.KIND:
             return bundle.check(doc, spec)
         if document.kind == network.KIND:
-            return network.network_policy_errors(doc, spec, api.LABEL_JOBSET_NAME)
+            return network.network_policy_errors(doc, spec)
         plan: TrainJobPlan = document.context["plan"]
         if document.kind == api.TRAINING_RUNTIME:
             return [
