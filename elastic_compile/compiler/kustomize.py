@@ -295,7 +295,8 @@ def _network_references(kind: str) -> dict[str, Any]:
 # With a NetworkPolicy in the base.
 _NETWORK_HEADER = f"""\
 # {CONFIG_FILE} makes the NetworkPolicy's selector and the pods' label it selects follow the job's
-# name through namePrefix and nameSuffix (kustomize renames names, not label values).
+# name through namePrefix and nameSuffix (kustomize renames names, not label values), and puts
+# commonLabels on the job's pods as it does on the policy's selectors.
 """
 
 
@@ -327,4 +328,11 @@ def config_text(*, trainer: bool = False, launcher: bool = False, network: str |
         config["nameReference"].append({"kind": "ConfigMap", "version": "v1", "fieldSpecs": specs})
     if network:
         config["nameReference"].append(_network_references(network))
+        # commonLabels (and labels: with includeSelectors or includeTemplates) add a label to the
+        # policy's selectors, which kustomize knows, and to pod templates it knows, which ours are
+        # not: the policy would then require a label no pod has. These put it on the pods too.
+        group, labels = _POD_LABEL_PATHS[network]
+        pods = [{"path": labels, "create": True, "kind": network, "group": group}]
+        config["commonLabels"] = pods
+        config["templateLabels"] = pods
     return to_yaml([config])

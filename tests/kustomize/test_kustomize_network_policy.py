@@ -37,6 +37,10 @@ RENAMES = {
     "prefix": "namePrefix: dev-\n",
     "suffix": "nameSuffix: -b\n",
     "both": "namePrefix: dev-\nnameSuffix: -b\n",
+    # Labels kustomize adds to the policy's selectors, which it knows, and (by kustomizeconfig.yaml) to
+    # our pods, which it does not (found by the red-team pass: the policy then required a label no pod had).
+    "common-labels": "namePrefix: c-\ncommonLabels: {team: a}\n",
+    "labels-with-selectors": "nameSuffix: -l\nlabels:\n- pairs: {team: b}\n  includeSelectors: true\n",
 }
 
 
