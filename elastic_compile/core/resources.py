@@ -110,7 +110,7 @@ def accelerator_problems(counts: Mapping[str, int], spelled: Mapping[str, str] |
     """
     key = dict(spelled or {})
     problems: list[tuple[str, str]] = []
-    names = list(counts)
+    names = [name for name, count in counts.items() if count > 0]  # a zero request asks for no device
     for other in names[1:]:
         first = names[0]
         problems.append(
@@ -138,6 +138,7 @@ def process_rule(counts: Mapping[str, int]) -> tuple[int | None, str]:
 
     None when the devices do not say (AWS Neuron devices: cores per device vary by instance).
     """
+    counts = {name: count for name, count in counts.items() if count > 0}
     if not counts:
         return 1, "1, no accelerator is requested"
     described = ", ".join(f"{name}: {count}" for name, count in counts.items())

@@ -213,20 +213,23 @@ def _guessed_store_host(job: Mapping[str, Any], runtime: Mapping[str, Any] | Non
     if node0_torchrun(pod.argv) is not None:
         return []  # the compiled form: a shell sets is_host from PET_NODE_RANK
     launch = read_launch(list(pod.argv), lambda i: (i,), Draft())
-    if launch.launcher is None or launch.launcher == contract.LAUNCHER:
-        return []  # none, or elastic-launch (--rdzv-at-master decides it by PET_NODE_RANK)
+    if launch.launcher is None or "rdzv_at_master" in launch.settings:
+        return []  # none, or elastic-launch --rdzv-at-master (it decides by PET_NODE_RANK)
+    # torchrun, or elastic-launch without --rdzv-at-master, whose pod name (JobSet's has a random
+    # suffix) names no endpoint here: both fall back to torch's guess.
     settings = {name: str(value) for name, (value, _at) in launch.settings.items()}
-    backend = settings.get("rdzv_backend") or pod.env.get(contract.PET_RDZV_BACKEND) or "static"
+    static = "static" if launch.launcher != contract.LAUNCHER else "c10d"  # each launcher's default backend
+    backend = settings.get("rdzv_backend") or pod.env.get(contract.PET_RDZV_BACKEND) or static
     conf = settings.get("rdzv_conf") or pod.env.get(contract.PET_RDZV_CONF) or ""
     if backend != "c10d" or any(item.partition("=")[0].strip() == "is_host" for item in conf.split(",")):
         return []
     endpoint = settings.get("rdzv_endpoint") or pod.env.get(contract.PET_RDZV_ENDPOINT) or ""
     host = endpoint.rpartition(":")[0] if ":" in endpoint else endpoint
     hostname = f"{job['metadata']['name']}-{api.NODE}-0-0"
-    if host in (hostname, "localhost", "127.0.0.1", "::1", "[::1]"):
+    if not host or host in (hostname, "localhost", "127.0.0.1", "::1", "[::1]"):
         return []
     return [
-        f"{launch.launcher} meets with c10d at {host or 'localhost'} without is_host: on the cluster node 0 "
+        f"{launch.launcher} meets with c10d at {host} without is_host: on the cluster node 0 "
         f"({hostname}) hosts the store only if that name already resolves to its own address when its agent "
         "starts (a DNS lookup racing JobSet's headless Service), and no pod hosts it otherwise; here every pod is "
         "127.0.0.1, which always passes. Decide it by rank: elastic-launch --rdzv-at-master, or torchrun as "

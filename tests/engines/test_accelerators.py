@@ -130,3 +130,8 @@ def test_explain_names_the_rule(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main([str(spec), "--explain"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("nproc_per_node:"))
     assert rule in " ".join(line.split()), line
+
+
+def test_a_zero_request_is_no_device() -> None:
+    # Red-team: gpu: 0 beside amd.com/gpu: 8 asks for no NVIDIA device; not two kinds, and 8 processes.
+    assert _nproc(BASE + "resources: {requests: {gpu: 0, amd.com/gpu: 8}}\n") == "8"

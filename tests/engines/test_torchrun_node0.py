@@ -83,6 +83,10 @@ HAND_WRITTEN = {
         (["--rdzv-backend", "c10d", "--rdzv-endpoint", "$(PET_MASTER_ADDR):$(PET_MASTER_PORT)"], True),
         (["--rdzv-backend", "c10d", "--rdzv-endpoint", "$(PET_MASTER_ADDR):29500", "--rdzv-conf", "is_host=0"], False),
         ([], False),  # static, Trainer's default for torchrun: rank 0 hosts (static_tcp_rendezvous.py:65)
+        # Red-team: elastic-launch told the endpoint but not --rdzv-at-master compares it with its pod's name
+        # (JobSet's has a random suffix), then leaves it to torch's guess too.
+        (["elastic-launch", "--rdzv-endpoint", "$(PET_MASTER_ADDR):$(PET_MASTER_PORT)", "--", "python"], True),
+        (["elastic-launch", "--rdzv-at-master", "--", "python"], False),
     ],
 )
 def test_run_refuses_what_the_cluster_leaves_to_a_guess(
@@ -90,13 +94,13 @@ def test_run_refuses_what_the_cluster_leaves_to_a_guess(
 ) -> None:
     manifest = tmp_path / "job.yaml"
     job = json.loads(json.dumps(HAND_WRITTEN))
-    job["spec"]["trainer"]["command"] = ["torchrun", *flags, "t.py"]
+    job["spec"]["trainer"]["command"] = [*(flags if flags[:1] == ["elastic-launch"] else ["torchrun", *flags]), "t.py"]
     manifest.write_text(to_yaml([job]))
     code = main(["run", "--dry-run", str(manifest)])
     err = capsys.readouterr().err
     assert (code != 0) == refused, err
     if refused:
-        assert "without is_host: on the cluster node 0 (hw-node-0-0) hosts the store only if" in err
+        assert "meets with c10d at hw-node-0-0.hw without is_host: on the cluster node 0 (hw-node-0-0)" in err
         assert "here every pod is 127.0.0.1, which always passes" in err
 
 
