@@ -55,8 +55,8 @@ RULES: tuple[Rule, ...] = (
     Rule("DR007", "name-too-long", "the pods' names (<name>-worker-<index>, JobSet's <name>-node-0-<index>-xxxxx) must "
          "fit 63 characters, or the pods and services are never created"),
     Rule("DR008", "no-shm", "without a memory-backed /dev/shm, DataLoader workers and NCCL die with 'Bus error'"),
-    Rule("DR009", "launcher-overrides", "a launcher flag beats the PET_* the operator injects: the pods disagree with "
-         "the manifest"),
+    Rule("DR009", "launcher-overrides", "a launcher flag beats the PET_* the engine injects with another value: the "
+         "pods disagree with the manifest"),
     Rule("DR010", "nested-launcher", "a launcher inside a launcher: nproc_per_node² processes, outside the "
          "rendezvous"),
     Rule("DR011", "operator-env", "env the operator or torch elastic sets, written by hand: duplicated and overridden"),
@@ -75,7 +75,8 @@ RULES: tuple[Rule, ...] = (
     Rule("DR020", "no-replicas", "pytorchReplicaSpecs without a replica: the operator has nothing to run"),
     Rule("DR021", "trainer-webhook", "Trainer v2's webhooks or CEL rules reject the TrainJob"),
     Rule("DR022", "runtime-webhook", "Trainer v2's runtime webhook rejects the runtime, or the SDK skips it"),
-    Rule("DR023", "no-launcher", "Trainer's runtime starts no launcher: the PET_* topology is never read"),
+    Rule("DR023", "no-launcher", "Trainer's runtime starts no launcher: the command runs once per pod, without "
+         "MASTER_ADDR, RANK or WORLD_SIZE"),
     Rule("DR024", "jobset-ttl", "a JobSet TTL makes Trainer v2.3 rerun a failed job without end"),
     Rule("DR025", "rdzv-is-host", "is_host in the rdzvConf of several pods: every pod gets it, so all host the "
          "store or none does"),
