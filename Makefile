@@ -38,8 +38,6 @@ demo: $(STAMP_LAUNCH)
 	$(BIN)/elastic-compile examples/ddp-2x8-gpu.yaml --explain
 	@echo "== the tiny CPU example, run here as the cluster would: 2 pods x 2 workers (about 15 s)"
 	$(BIN)/elastic-compile run examples/cpu-ddp.yaml --timeout 300
-	@echo "== the compile server the first command started for the next ones (docs/compiler.md), stopped"
-	$(BIN)/elastic-compile server stop
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check elastic_compile tests bench

@@ -12,21 +12,17 @@ from __future__ import annotations
 
 import argparse
 import errno
-import gc
 import io
 import os
 import shlex
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from elastic_compile import __version__
 
 if TYPE_CHECKING:
-    from elastic_compile.compiler import cache
-    from elastic_compile.core import safefs
     from elastic_compile.core.errors import Problem
 
 EXIT_OK, EXIT_DRIFT, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -41,26 +37,9 @@ class _Parser(argparse.ArgumentParser):
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", message)])
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the compiler loads.
-
-    Loading builds some hundred thousand long-lived objects (pydantic's schemas and
-    validators, Jinja's environment, the compact schemas) and no garbage, yet their count
-    triggers collections that walk them over and over: about 5% of a one-spec run.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _parser() -> argparse.ArgumentParser:
     from elastic_compile import targets
-    from elastic_compile.compiler import cache, output
+    from elastic_compile.compiler import output
     from elastic_compile.compiler.pipeline import ALL
 
     p = _Parser(
@@ -71,9 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         "'elastic-compile import MANIFEST' writes an elastic.yaml for a PyTorchJob written by hand "
         "('import --torchrun -- torchrun ...' for a command line); "
         "'elastic-compile doctor MANIFEST...' finds the known traps in manifests written by hand; "
-        "'elastic-compile run SPEC_OR_MANIFEST' runs the job on this machine, one process per pod; "
-        "'elastic-compile server start|stop|status' manages the compile server, a warm compiler that runs "
-        "later commands (ELASTIC_COMPILE_SERVER=auto|on|off, default auto: started after a command, not in CI).",
+        "'elastic-compile run SPEC_OR_MANIFEST' runs the job on this machine, one process per pod;.",
     )
     # nargs="*": with -o, `--check spec.yaml` may have taken the only spec (see _compile).
     p.add_argument(
@@ -129,53 +106,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ignore", action="append", default=[], metavar="CODE", help="silence lint CODE, e.g. EC104 (repeatable)"
     )
-    p.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="compile even when a run with this command line, on these inputs, was stored in the cache "
-        f"(${cache.DIR_ENV}, default ~/.cache/elastic-compile; an empty value turns it off); store nothing",
-    )
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version=f"elastic-compile {__version__}")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI in this process; returns the exit code (the compile server is for :func:`run` only)."""
+    """Run the CLI; returns the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list == ["--version"]:  # what argparse would print, without importing the compiler
         sys.stdout.write(f"elastic-compile {__version__}\n")
         return EXIT_OK
-    if args_list[:1] == ["server"]:
-        from elastic_compile.compiler import server
-
-        return server.command(args_list[1:])
     return _main(args_list)
-
-
-def _served(args_list: list[str]) -> int:
-    """The command, by a running compile server when there is one for this interpreter, else here.
-
-    Only the console script comes here: a caller of :func:`main` (a test, a notebook, a thread
-    with its own ``sys.stdout``) always runs the command in its own process.
-    """
-    if args_list == ["--version"] or args_list[:1] == ["server"]:
-        return main(args_list)
-    from elastic_compile.compiler import server
-
-    try:
-        wanted = server.mode() != "off"
-    except server.ModeError as e:
-        print(f"elastic-compile: error: {e}", file=sys.stderr)
-        return EXIT_INPUT
-    if wanted and server.routed(args_list):
-        served = server.call(args_list)  # None: no server took it, and nothing of it ran
-        if served is not None:
-            return served
-    code = main(args_list)
-    if wanted and server.wanted_after(args_list):
-        server.start()  # for the next command: this one is done
-    return code
 
 
 def _main(args_list: list[str]) -> int:
@@ -247,18 +189,7 @@ def _command(args_list: list[str]) -> int:
         from elastic_compile.localrun.cli import main as run_main
 
         return run_main(args_list[1:])
-    from elastic_compile.compiler import cache
-
-    store = cache.open_store(args_list)
-    hit = store.lookup() if store is not None else None
-    if hit is not None:  # the compiler is never loaded
-        for note in hit.found.notes:
-            print(f"elastic-compile: note: {note}", file=sys.stderr)
-        sys.stderr.write(hit.stderr)
-        return _finish(hit.options, hit.boundary, hit.result)
-    with _collector_paused():
-        parser = _parser()
-    return _compile(parser.parse_args(args_list), store)
+    return _compile(_parser().parse_args(args_list))
 
 
 def wants_debug(argv: Sequence[str]) -> bool:
@@ -426,8 +357,8 @@ def _doctor(argv: Sequence[str]) -> int:
     return EXIT_DRIFT if found else EXIT_OK
 
 
-def _compile(ns: argparse.Namespace, store: cache.Store | None = None) -> int:
-    from elastic_compile.compiler import cache, inputs, lint, output
+def _compile(ns: argparse.Namespace) -> int:
+    from elastic_compile.compiler import inputs, lint, output, writer
     from elastic_compile.compiler.pipeline import Compiled, compile_path, resolver, unique_problems
     from elastic_compile.core.errors import Problem, SpecError
 
@@ -438,15 +369,11 @@ def _compile(ns: argparse.Namespace, store: cache.Store | None = None) -> int:
         ns.check = ""
     if not ns.specs:
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", "the following arguments are required: SPEC")])
-    if ns.no_cache or ns.templates is not None or ns.explain or "-" in ns.specs:
-        store = None  # inputs the cache cannot see (templates, standard input), or asked not to
     boundary = output.default_boundary(ns.root)
     found = inputs.collect(ns.specs, boundary.root)
     for note in found.notes:
         print(f"elastic-compile: note: {note}", file=sys.stderr)
     bases = resolver(boundary)  # one for the run: a base shared by many specs is read once
-    if store is not None:
-        bases.sources = []
     compiled: list[Compiled] = []
     problems: list[Problem] = list(found.problems)
     for path in found.jobs:
@@ -462,11 +389,7 @@ def _compile(ns: argparse.Namespace, store: cache.Store | None = None) -> int:
         raise SpecError(
             [Problem("elastic-compile", 0, 0, "usage", "no job to compile: only bases (_*.elastic.yaml) were found")]
         )
-    printed = io.StringIO()
-    failed = lint.report(compiled, ns.ignore, strict=ns.strict, stream=printed)  # True: --strict and one fired
-    lints = printed.getvalue()
-    sys.stderr.write(lints)
-    if failed:
+    if lint.report(compiled, ns.ignore, strict=ns.strict):  # --strict and one fired
         return EXIT_INPUT
     if ns.explain:
         from elastic_compile.compiler.explain import explain
@@ -478,21 +401,7 @@ def _compile(ns: argparse.Namespace, store: cache.Store | None = None) -> int:
         read = list(
             dict.fromkeys([*found.jobs, *found.bases, *(f for c in compiled if c.loaded for f in c.loaded.chain)])
         )
-        result = cache.Result(files=output.directory_files(compiled, ns.format, nested=found.directories), read=read)
-    else:
-        result = cache.Result(text=output.stream_text(compiled, ns.format))
-    if store is not None and bases.sources is not None:
-        store.save(ns, boundary=boundary, found=found, sources=bases.sources, stderr=lints, result=result)
-    return _finish(ns, boundary, result)
-
-
-def _finish(ns: argparse.Namespace, boundary: safefs.Boundary, result: cache.Result) -> int:
-    """Print, write or compare what a compile decided (just now, or stored in the cache)."""
-    from elastic_compile.compiler import writer
-    from elastic_compile.core.errors import Problem, SpecError
-
-    if ns.output is not None:
-        files, read = result.files or {}, result.read or []
+        files = output.directory_files(compiled, ns.format, nested=found.directories)
         if ns.check is not None:
             diff, foreign = writer.diff_directory(ns.output, files, boundary=boundary, specs=read)
             if foreign:
@@ -502,7 +411,7 @@ def _finish(ns: argparse.Namespace, boundary: safefs.Boundary, result: cache.Res
             return _report_drift(diff)
         writer.write_directory(ns.output, files, boundary=boundary, specs=read)
         return EXIT_OK
-    text = result.text or ""
+    text = output.stream_text(compiled, ns.format)
     if ns.check:
         return _report_drift(writer.diff_file(Path(ns.check), text, boundary=boundary))
     if ns.check is not None:
@@ -520,8 +429,8 @@ def _report_drift(diff: str) -> int:
 
 
 def run() -> None:
-    """Console-script entry point: a running compile server may take the command (docs/compiler.md)."""
-    sys.exit(_served(sys.argv[1:]))
+    """Console-script entry point."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":

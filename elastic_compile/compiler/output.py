@@ -1,7 +1,6 @@
 """Emit compiled resources: one stream, or the files of one kustomize base per spec for ``-o DIR``.
 
-Writing those files into DIR as their owner, and ``--check``, are :mod:`elastic_compile.compiler.writer`'s:
-it imports nothing of the compiler, so a run whose result is cached writes without loading it.
+Writing those files into DIR as their owner, and ``--check``, are :mod:`elastic_compile.compiler.writer`'s.
 """
 
 from __future__ import annotations

@@ -95,21 +95,9 @@ class Resolver:
         self.boundary = boundary if isinstance(boundary, safefs.Boundary) else safefs.Boundary(boundary)
         self.rules, self.check = rules, check
         self._bases: dict[str, _Base] = {}
-        #: When a list, every file read is added to it: ``("spec", path, "", bytes)`` for a spec
-        #: named, ``("base", absolute path, resolved path, bytes)`` for a base, and ``("path",
-        #: absolute path, resolved path, b"")`` for each other way to a base already read (the
-        #: result cache keys a run on them).
-        self.sources: list[tuple[str, str, str, bytes]] | None = None
-
-    def _led(self, path: str, real: str) -> None:
-        """``path`` led to the file at ``real`` (read by another way, or kept by it)."""
-        if self.sources is not None:
-            self.sources.append(("path", path, real, b""))
 
     def _named(self, path: str | Path) -> Loaded:
         raw, file = read_input(path)
-        if self.sources is not None:
-            self.sources.append(("spec", str(path), "", raw))
         return load_text(raw, file)
 
     def load(self, path: str | Path) -> tuple[Loaded, list[Problem]]:
@@ -123,8 +111,7 @@ class Resolver:
         if str(path) == "-":
             refuse(loaded)
             return loaded, []
-        real = os.path.realpath(path)
-        self._led(os.path.abspath(path), real)  # the chain's cycles are found by resolved paths
+        real = os.path.realpath(path)  # the chain's cycles are found by resolved paths
         try:
             merged, problems, _ = self._extend(loaded, ((real, str(path)),))
         except _TooDeep as e:
@@ -135,8 +122,6 @@ class Resolver:
         """Every problem of the base file at ``path`` on its own: its chain's, and its values as a fragment."""
         real = os.path.realpath(path)
         base = self._bases.get(real)
-        # Other specs' bases find this one by ``real``: the path named must still lead there.
-        self._led(os.path.abspath(path), real)
         if base is None:
             try:
                 loaded = self._named(path)
@@ -156,16 +141,14 @@ class Resolver:
             return loaded, [], None
         if len(stack) > MAX_BASES:
             raise _TooDeep(f"more than {MAX_BASES} bases in one chain")
-        real, shown, absolute = self._target(loaded, stack[-1][1])
+        real, shown = self._target(loaded, stack[-1][1])
         reals = [r for r, _ in stack]
         if real in reals:
             cycle = [name for _, name in stack[reals.index(real) :]]
             raise SpecError([self._at(loaded, "a cycle of bases: " + " -> ".join([*cycle, cycle[0]]))])
         base = self._bases.get(real)
         if base is None:
-            base = self._bases[real] = self._read(real, (*stack, (real, shown)), absolute)
-        else:
-            self._led(absolute, real)
+            base = self._bases[real] = self._read(real, (*stack, (real, shown)))
         if base.unreadable is not None:
             raise SpecError([self._at(loaded, base.unreadable)])
         if base.loaded is None:
@@ -180,15 +163,13 @@ class Resolver:
             raise SpecError([self._at(loaded, f"with its bases, {too_big}")])
         return merged, [*base.problems, *problems], base
 
-    def _read(self, real: str, stack: _Stack, absolute: str) -> _Base:
-        """The base file at ``real`` (checked to be inside; ``absolute`` before its links), read and merged."""
+    def _read(self, real: str, stack: _Stack) -> _Base:
+        """The base file at ``real`` (checked to be inside), read and merged."""
         shown = stack[-1][1]
         try:
             raw = self._bytes(real)
         except _Unreadable as e:
             return _Base(None, (), unreadable=str(e))
-        if self.sources is not None:
-            self.sources.append(("base", absolute, real, raw))
         try:
             loaded = load_text(raw, shown)
         except SpecError as e:
@@ -216,8 +197,8 @@ class Resolver:
     def _at(loaded: Loaded, message: str) -> Problem:
         return loaded.problem((KEY,), message)
 
-    def _target(self, loaded: Loaded, shown: str) -> tuple[str, str, str]:
-        """The resolved path of the base ``loaded`` (shown as ``shown``) names, how to show it, its absolute path.
+    def _target(self, loaded: Loaded, shown: str) -> tuple[str, str]:
+        """The resolved path of the base ``loaded`` (shown as ``shown``) names, and how to show it.
 
         A located error when it may not be read: not a relative path, outside the boundary as
         written, or once its links are resolved (the link's target is never shown).
@@ -244,7 +225,7 @@ class Resolver:
             )
         if os.pardir in joined.split(os.sep):
             self._through(loaded, joined, real)
-        return real, base_shown, str(absolute)
+        return real, base_shown
 
     def _through(self, loaded: Loaded, joined: str, real: str) -> None:
         """Refuse a path whose ``..`` goes up out of a symbolic link to another file than as written.
@@ -264,14 +245,9 @@ class Resolver:
                     )
                 ]
             )
-        # The result cache checks this way again too: a directory turned into a link since refuses.
-        self._led(joined, real)
 
     def _bytes(self, real: str) -> bytes:
-        """The base's bytes, reached inside the boundary without following a link.
-
-        Read as the result cache reads it again: :meth:`safefs.Boundary.read`.
-        """
+        """The base's bytes, reached inside the boundary without following a link (:meth:`safefs.Boundary.read`)."""
         try:
             data = self.boundary.read(Path(real), MAX_BYTES)
         except safefs.NotRegular as e:

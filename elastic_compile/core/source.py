@@ -1,9 +1,4 @@
-"""Reading an input named on the command line: its bytes, bounded.
-
-Apart from the YAML loader so that a run can read (and digest) its inputs without importing
-PyYAML: the result cache (:mod:`elastic_compile.compiler.cache`) re-reads every input with
-this very function to tell whether a stored result still holds.
-"""
+"""Reading an input named on the command line: its bytes, bounded."""
 
 from __future__ import annotations
 
