@@ -65,15 +65,16 @@ from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "tests"):  # run as a script from anywhere; the test oracle is tests/support
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 import yaml  # noqa: E402
+from support import crdcheck  # noqa: E402
 
 from elastic_compile.compiler import lint  # noqa: E402
 from elastic_compile.compiler.output import stream_text  # noqa: E402
 from elastic_compile.compiler.pipeline import compile_text  # noqa: E402
-from elastic_compile.core import crdcheck  # noqa: E402
 from elastic_compile.core.emit import plain, reference_yaml  # noqa: E402
 from elastic_compile.core.errors import CompileError, SpecError  # noqa: E402
 from elastic_compile.core.loader import load_text, pure_python  # noqa: E402

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from elastic_compile.core import crdcheck
+from support import crdcheck
 
 CRDS_UNSET = (
     f"{crdcheck.CRDS_ENV} is not set: this test needs the upstream CRD files "

@@ -180,7 +180,7 @@ def test_compact_pytorchjob_verdicts(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(MUTATIONS))
 def test_compact_pytorchjob_agrees_with_the_full_crd(crds_dir: Path, name: str) -> None:
     pytest.importorskip("jsonschema", reason="install the test extra: pip install -e '.[test]'")
-    from elastic_compile.core import crdcheck
+    from support import crdcheck
 
     validator = crdcheck.CrdValidator.from_file(crds_dir / crdcheck.PYTORCHJOB_CRD)
     mutate, _ = MUTATIONS[name]

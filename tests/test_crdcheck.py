@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 import yaml
-
-from elastic_compile.core import crdcheck
-from elastic_compile.core.crdcheck import (
+from support import crdcheck
+from support.crdcheck import (
     CrdUnavailable,
     CrdValidator,
     core_errors,
     pod_template_spec_errors,
 )
+
 from elastic_compile.targets.pytorchjob.checks import webhook_errors
 
 Job = dict[str, Any]

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
+from support import crdcheck
 
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_text
-from elastic_compile.core import crdcheck
 from elastic_compile.localrun import kubeflow, trainer
 from elastic_compile.targets import network
 

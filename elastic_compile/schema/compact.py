@@ -200,7 +200,7 @@ class CompactSchema:
         """``node`` as an OpenAPI v3 schema again, as a CRD would carry it (references inlined).
 
         What it gives back is what the compact form kept, so a validator of CRD schemas
-        (``core.crdcheck``) can judge documents against a shipped compact schema with an
+        (the tests' oracle, ``tests/support/crdcheck.py``) can judge documents against a shipped compact schema with an
         engine of its own.
         """
         node = self._resolve(node)
@@ -233,7 +233,7 @@ class CompactSchema:
         return out
 
     def to_crd(self) -> dict[str, Any]:
-        """A CustomResourceDefinition serving each root of this file (for ``core.crdcheck``)."""
+        """A CustomResourceDefinition serving each root of this file (for the tests' oracle)."""
         versions = []
         group, kind = "", ""
         for key, root in self.roots.items():

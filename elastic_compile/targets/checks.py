@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from elastic_compile import contract
-from elastic_compile.core.crdcheck import join_path
 from elastic_compile.core.engine_env import Generation, generation_env_problem
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import Loaded, dotted
+from elastic_compile.core.manifest import join_path
 from elastic_compile.schema import compact
 from elastic_compile.schema.podspec import ROOT as POD_SPEC
 from elastic_compile.schema.podspec import pod_value_problems

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from elastic_compile import contract
-from elastic_compile.core.crdcheck import as_mapping
+from elastic_compile.core.manifest import as_mapping
 from elastic_compile.schema.launchers import launcher_kind, nested_launcher
 from elastic_compile.schema.models import mounts_shm
 from elastic_compile.targets.adopt import Draft, container_argv, read_launch

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 import yaml
+from support import crdcheck
 
 from elastic_compile.compiler import kustomize, output
 from elastic_compile.compiler.cli import main
-from elastic_compile.core import crdcheck
 from elastic_compile.targets.pytorchjob.checks import webhook_errors
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 import yaml
+from support import crdcheck
 
 from elastic_compile.compiler import kustomize
 from elastic_compile.compiler.cli import main
-from elastic_compile.core import crdcheck
 from elastic_compile.targets.trainjob.checks import manifest_errors
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elastic_compile import contract
-from elastic_compile.core.crdcheck import as_int, as_mapping
 from elastic_compile.core.loader import Loaded
+from elastic_compile.core.manifest import as_int, as_mapping
 from elastic_compile.targets.adopt import (
     Draft,
     Injected,

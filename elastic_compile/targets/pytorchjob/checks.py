@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from elastic_compile.contract import TRAINING_CONTAINER
 from elastic_compile.contract_values import parse_bool
-from elastic_compile.core.crdcheck import as_int, as_mapping, name_errors, show
+from elastic_compile.core.manifest import as_int, as_mapping, name_errors, show
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding, from_lines, pod_value_errors
 

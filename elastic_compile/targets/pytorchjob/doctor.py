@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from elastic_compile import contract
-from elastic_compile.core.crdcheck import as_int, as_mapping
 from elastic_compile.core.engine_env import operator_v1_names
+from elastic_compile.core.manifest import as_int, as_mapping
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
 from elastic_compile.targets.doctor import PER_POD, launcher_findings, pod_findings

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elastic_compile import contract
-from elastic_compile.core.crdcheck import as_int, as_mapping
 from elastic_compile.core.loader import Loaded
+from elastic_compile.core.manifest import as_int, as_mapping
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.models import KUEUE_PRIORITY_LABEL as LABEL_KUEUE_PRIORITY
 from elastic_compile.schema.models import KUEUE_QUEUE_LABEL as LABEL_KUEUE_QUEUE

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from elastic_compile.core.crdcheck import as_int, as_mapping, name_errors, show
+from elastic_compile.core.manifest import as_int, as_mapping, name_errors, show
 from elastic_compile.schema.podspec import ROOT as POD_SPEC
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding, from_lines, pod_value_errors

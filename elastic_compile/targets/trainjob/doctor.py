@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elastic_compile import contract
-from elastic_compile.core.crdcheck import as_int, as_mapping
 from elastic_compile.core.loader import Loaded
+from elastic_compile.core.manifest import as_int, as_mapping
 from elastic_compile.schema.launchers import launcher_kind, nested_launcher
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding

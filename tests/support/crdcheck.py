@@ -1,4 +1,7 @@
-"""Offline structural validation of the manifests we emit.
+"""Offline structural validation of the manifests we emit: the tests' oracle, not part of the product.
+
+It stands in for the real API server (``cluster/``): a copy of the CRDs' and Kubernetes' schemas
+run by jsonschema, the targets' own rules beside them.
 
 Three layers, each catching what the others cannot:
 
@@ -13,9 +16,8 @@ Three layers, each catching what the others cannot:
   bundled with kubernetes-validate, for PodTemplates and for the pod templates embedded
   in a PyTorchJob.
 
-This module is optional: jsonschema, referencing and kubernetes-validate are test
-dependencies only, so they are imported inside functions. Importing this module costs
-nothing beyond the standard library, and :func:`webhook_errors` needs nothing else.
+jsonschema, referencing and kubernetes-validate are test dependencies, imported inside
+functions: a test that skips without them can still import this module.
 """
 
 from __future__ import annotations
@@ -29,8 +31,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from elastic_compile.core.manifest import as_int, as_mapping, join_path, name_errors, show
 from elastic_compile.core.pattern import pattern_matches
 from elastic_compile.core.quantity import QUANTITY_PATTERN
+from elastic_compile.targets.pytorchjob.checks import webhook_errors
+from elastic_compile.targets.trainjob.checks import manifest_errors
 
 if TYPE_CHECKING:
     from referencing import Registry
@@ -74,11 +79,6 @@ TRAINER_CRDS: Final = {
 # 1.25-1.37; when a future release drops 1.33 we fall back to its newest.
 CORE_KUBERNETES_VERSION: Final = "1.33"
 
-# apimachinery IsDNS1035Label: the PyTorchJob webhook applies it to metadata.name, and
-# the operator names pods and services "<job>-<type>-<index>" under the same rule.
-_DNS1035_MAX: Final = 63
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-
 # The API server's quantity grammar (the same pattern the PyTorchJob CRD carries).
 # kubernetes-validate types Quantity as plain string|number, so without it "64Gx" in a
 # PodTemplate would pass.
@@ -93,8 +93,6 @@ _INT_RANGES: Final = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 
 # Marker we leave in converted schemas so error messages can say "integer or string"
 # instead of jsonschema's "is not valid under any of the given schemas".
 _INT_OR_STRING: Final = "x-kubernetes-int-or-string"
-
-_SIMPLE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 _CORE_DEFS_URI: Final = "https://kubernetes.io/api/_definitions.json"
 
@@ -326,25 +324,11 @@ def _format_checker() -> Any:
     return checker
 
 
-def join_path(path: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    if _SIMPLE_KEY.match(key):
-        return f"{path}.{key}" if path else key
-    # Label keys such as app.kubernetes.io/name would be ambiguous with dots.
-    return f"{path}[{json.dumps(key)}]"
-
-
 def _format_path(parts: Sequence[str | int] | Iterator[str | int], prefix: str = "") -> str:
     path = prefix
     for part in parts:
         path = join_path(path, part)
     return path
-
-
-def show(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, default=repr)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _render(error: Any, prefix: str = "") -> list[str]:
@@ -401,34 +385,6 @@ def _messages(validator: Any, instance: Any, prefix: str = "") -> list[str]:
 
 
 # ----------------------------------------------------------------------- CRD checks
-
-
-def name_errors(obj: Mapping[str, Any]) -> list[str]:
-    """metadata.name must be a DNS-1035 label of at most 63 characters.
-
-    The CRD only says ``metadata: {type: object}``; the PyTorchJob webhook (and the
-    TrainJob CEL rule) require a DNS-1035 label, stricter than the generic DNS-1123
-    subdomain (no leading digit, no dots).
-    """
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        return ["metadata: required field is missing"]
-    name = meta.get("name")
-    if name is None:
-        if meta.get("generateName"):
-            return []  # the server generates the name before validating it
-        return ["metadata.name: required field is missing"]
-    if not isinstance(name, str):
-        return [f"metadata.name: must be of type string (given: {show(name)})"]
-    errors = []
-    if len(name) > _DNS1035_MAX:
-        errors.append(f"metadata.name: must be no more than {_DNS1035_MAX} characters (given: {len(name)})")
-    if not _DNS1035.match(name):
-        errors.append(
-            "metadata.name: must be a DNS-1035 label: lower-case letters, digits and '-', "
-            f"starting with a letter and ending with a letter or digit (given: {show(name)})"
-        )
-    return errors
 
 
 class CrdValidator:
@@ -541,17 +497,6 @@ def trainer_validator(kind: str, strict: bool = True) -> CrdValidator:
 
 
 # --------------------------------------------------------------- helpers
-
-
-def as_int(value: Any) -> int | None:
-    # The CRD check reports wrong types; here a non-integer simply counts as unset.
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def as_mapping(value: Any) -> Mapping[str, Any]:
-    if type(value) is dict:  # nearly always: no ABC check needed
-        return value
-    return value if isinstance(value, Mapping) else {}
 
 
 # --------------------------------------------------------------- core kinds
@@ -685,8 +630,6 @@ def check_manifest(doc: Mapping[str, Any]) -> list[str]:
     """
     if doc.get("kind") == "PyTorchJob":
         errors = pytorchjob_validator(strict=True).errors(doc)
-        from elastic_compile.targets.pytorchjob.checks import webhook_errors
-
         errors += webhook_errors(doc)
         errors += _object_meta_errors(doc.get("metadata"), "metadata")
         specs = as_mapping(as_mapping(doc.get("spec")).get("pytorchReplicaSpecs"))
@@ -699,8 +642,6 @@ def check_manifest(doc: Mapping[str, Any]) -> list[str]:
         return list(dict.fromkeys(errors))
     kind = doc.get("kind")
     if isinstance(kind, str) and kind in TRAINER_CRDS:
-        from elastic_compile.targets.trainjob.checks import manifest_errors
-
         errors = trainer_validator(kind, strict=True).errors(doc)
         errors += manifest_errors(doc)
         errors += _object_meta_errors(doc.get("metadata"), "metadata")
