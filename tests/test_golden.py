@@ -401,63 +401,63 @@ spec:
             sidecar.istio.io/inject: 'false'
         spec:
           containers:
-            - name: pytorch
-              image: ghcr.io/example/trainer:1.0
-              command:
-                - elastic-launch
-              args:
-                - --join-timeout
-                - '900'
-                - --last-call-timeout
-                - '30'
-                - --close-timeout
-                - '30'
-                - --heartbeat-timeout
-                - '5'
-                - --read-timeout
-                - '900'
-                - --monitor-interval
-                - '5'
-                - --start-method
-                - spawn
-                - --shutdown-timeout
-                - '30'
-                - --
-                - python
-                - train.py
-                - --lr
-                - '1e-4'
-              env:
-                - name: ELASTIC_LAUNCH_POD_IP
-                  valueFrom:
-                    fieldRef:
-                      fieldPath: status.podIP
-                - name: ELASTIC_LAUNCH_POD_NAME
-                  valueFrom:
-                    fieldRef:
-                      fieldPath: metadata.name
-                - name: ELASTIC_LAUNCH_NAMESPACE
-                  valueFrom:
-                    fieldRef:
-                      fieldPath: metadata.namespace
-                - name: ELASTIC_LAUNCH_JOB_NAME
-                  valueFrom:
-                    fieldRef:
-                      fieldPath: metadata.labels['training.kubeflow.org/job-name']
-                - name: NCCL_DEBUG
-                  value: WARN
-              resources:
-                requests:
-                  nvidia.com/gpu: '1'
-                limits:
-                  nvidia.com/gpu: '1'
-              volumeMounts:
-                - name: dshm
-                  mountPath: /dev/shm
-          volumes:
+          - name: pytorch
+            image: ghcr.io/example/trainer:1.0
+            command:
+            - elastic-launch
+            args:
+            - --join-timeout
+            - '900'
+            - --last-call-timeout
+            - '30'
+            - --close-timeout
+            - '30'
+            - --heartbeat-timeout
+            - '5'
+            - --read-timeout
+            - '900'
+            - --monitor-interval
+            - '5'
+            - --start-method
+            - spawn
+            - --shutdown-timeout
+            - '30'
+            - --
+            - python
+            - train.py
+            - --lr
+            - '1e-4'
+            env:
+            - name: ELASTIC_LAUNCH_POD_IP
+              valueFrom:
+                fieldRef:
+                  fieldPath: status.podIP
+            - name: ELASTIC_LAUNCH_POD_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.name
+            - name: ELASTIC_LAUNCH_NAMESPACE
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.namespace
+            - name: ELASTIC_LAUNCH_JOB_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.labels['training.kubeflow.org/job-name']
+            - name: NCCL_DEBUG
+              value: WARN
+            resources:
+              requests:
+                nvidia.com/gpu: '1'
+              limits:
+                nvidia.com/gpu: '1'
+            volumeMounts:
             - name: dshm
-              emptyDir:
-                medium: Memory
+              mountPath: /dev/shm
+          volumes:
+          - name: dshm
+            emptyDir:
+              medium: Memory
           terminationGracePeriodSeconds: 45
 """
 

@@ -10,13 +10,12 @@ Templating YAML as text is where Helm got hurt (quoting, booleans, injection), s
 * scalars print through ``tojson`` and subtrees through ``to_yaml``; both emit JSON, which
   is valid YAML whatever the indentation around it, with characters that YAML would
   fold or reject escaped;
-* the rendered text is parsed back with the same strict loader as user specs, and any
-  failure names the template.
+* the rendered text, ours or a custom template's, is parsed back with the same strict
+  loader as user specs, and any failure names the template.
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Final
@@ -24,9 +23,9 @@ from typing import Any, Final
 import jinja2
 from jinja2.loaders import split_template_path
 
-from elastic_compile.core.emit import json_text, plain
+from elastic_compile.core.emit import json_text
 from elastic_compile.core.errors import CompileError, SpecError
-from elastic_compile.core.loader import load_output, load_text
+from elastic_compile.core.loader import load_text
 
 BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -51,7 +50,7 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
     if template_dir is None:
         # Our package's templates do not change under a running compile: no stat a render.
         env = jinja2.Environment(loader=builtin, auto_reload=False, **options)
-        env.filters["tojson"] = env.filters["to_yaml"] = _recorded_value_filter
+        env.filters["tojson"] = env.filters["to_yaml"] = _value_filter
         # They only print: none of Jinja's globals (range, dict, lipsum, ...), which every
         # render would otherwise copy into its context.
         env.globals.clear()
@@ -68,19 +67,6 @@ def _value_filter(value: Any) -> str:
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()
     return json_text(value)
-
-
-# The texts the built-in templates' filters printed in the render under way: the parse back
-# takes a line holding one of them as JSON without printing its value again to compare.
-_printed: ContextVar[set[str] | None] = ContextVar("printed", default=None)
-
-
-def _recorded_value_filter(value: Any) -> str:
-    text = _value_filter(value)
-    printed = _printed.get()
-    if printed is not None:
-        printed.add(text)
-    return text
 
 
 def _bounded_value_filter(value: Any) -> str:
@@ -117,20 +103,14 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
     """
     where = f"template {template_name}"
     source = custom_template(template_dir, template_name) if template_dir is not None else None
-    printed: set[str] = set()
     if source is None:
-        builtin = True
-        recording = _printed.set(printed)
         try:
             text = _cached_environment(None).get_template(template_name).render(**context)
         except Exception as e:
             raise CompileError(*_describe(e, where)) from e
-        finally:
-            _printed.reset(recording)
     else:
         from elastic_compile.compiler import sandbox
 
-        builtin = False
         where = f"template {source}"
         env = _cached_environment(template_dir)
 
@@ -144,11 +124,8 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
         except sandbox.LimitExceeded as e:
             raise CompileError(where, str(e)) from e
     try:
-        # Plain ints and floats either way: callers may yaml.safe_dump the result.
-        if builtin:
-            data = load_output(text, f"<{where}>", printed=printed, **_OUTPUT_LIMITS)
-        else:
-            data = plain(load_text(text, f"<{where}>", **_OUTPUT_LIMITS).data, top=False)
+        # Plain ints and floats: callers may yaml.safe_dump the result.
+        data = load_text(text, f"<{where}>", source=False, **_OUTPUT_LIMITS).data
     except SpecError as e:
         first = e.problems[0]
         raise CompileError(

@@ -1,5 +1,9 @@
 """Canonical output: the same data always gives the same bytes, and every reader agrees.
 
+YAML is written by PyYAML over libyaml's emitter (PyYAML's own pure-Python emitter where
+libyaml is absent: the same bytes, which a test holds them to), in libyaml's layout: block
+style, a list inside a mapping at the mapping's indentation, as ``kubectl get -o yaml`` writes.
+
 PyYAML decides whether a string needs quotes by asking its own YAML 1.1 resolver, so it
 writes ``1e3`` and ``0o17`` bare, which YAML 1.2 readers (and sigs.k8s.io/yaml for some
 forms) read as numbers. Our dumper also knows the YAML 1.2 core patterns, so any string
@@ -8,12 +12,18 @@ that either version would read as something else is quoted.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
+from yaml.emitter import Emitter, ScalarAnalysis
+from yaml.events import ScalarEvent, StreamEndEvent
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.representer import SafeRepresenter
+from yaml.resolver import Resolver
+from yaml.serializer import Serializer
 
 from elastic_compile.core.scalars import SourceFloat, SourceInt
 
@@ -42,27 +52,63 @@ def json_text(value: Any) -> str:
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block style, indented lists, no aliases, no line folding."""
+class _Resolver(Resolver):
+    """PyYAML's YAML 1.1 resolver, and the YAML 1.2 core numbers: a string either reads otherwise is quoted.
 
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        super().increase_indent(flow, False)
+    No path resolvers: a scalar's tag depends on its text alone, so the serializers' calls
+    to follow the path (``descend_resolver``, ``ascend_resolver``) do nothing.
+    """
 
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
+    def resolve(self, kind: type[Node], value: str | None, implicit: Any) -> str:
+        if kind is ScalarNode:
+            if implicit[0]:
+                for tag, regexp in self.yaml_implicit_resolvers.get((value or "")[:1], ()):
+                    if regexp.match(value):
+                        return str(tag)
+            return _STR_TAG
+        return _SEQ_TAG if kind is SequenceNode else _MAP_TAG
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        pass
+
+    def ascend_resolver(self) -> None:
+        pass
 
 
-# Strings matching these must be quoted: YAML 1.2 core numbers that YAML 1.1 writes bare.
-_Dumper.add_implicit_resolver(
+_STR_TAG, _SEQ_TAG, _MAP_TAG = (f"tag:yaml.org,2002:{kind}" for kind in ("str", "seq", "map"))
+
+
+_Resolver.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$"),
     list("-+.0123456789"),
 )
-_Dumper.add_implicit_resolver(
+_Resolver.add_implicit_resolver(
     "tag:yaml.org,2002:int",
     re.compile(r"^(?:0o[0-7]+|0x[0-9a-fA-F]+|[-+]?[0-9][0-9_]*)$"),
     list("-+0123456789"),
 )
+
+
+class _Representer(SafeRepresenter):
+    """Plain data as nodes: no aliases (every value is written where it stands), multi-line strings as blocks."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+    def represent_data(self, data: Any) -> Node:
+        # Mappings and lists straight to their nodes, in block style (nearly every value of
+        # a manifest): without aliases, the general dispatch only adds its bookkeeping.
+        kind = type(data)
+        if kind is str:
+            return _str(self, data)
+        if kind is dict or isinstance(data, Mapping):
+            pairs = [(self.represent_data(k), self.represent_data(v)) for k, v in data.items()]
+            return MappingNode(_MAP_TAG, pairs, flow_style=False)
+        if kind is list or kind is tuple:
+            return SequenceNode(_SEQ_TAG, [self.represent_data(v) for v in data], flow_style=False)
+        node: Node = super().represent_data(data)
+        return node
 
 
 # YAML 1.1 treats NEL, LS and PS as line breaks, and PyYAML writes them raw in plain and
@@ -70,19 +116,91 @@ _Dumper.add_implicit_resolver(
 _FOLDED_BREAKS = re.compile("[\x85\u2028\u2029]")
 
 
-def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    # Multi-line strings read best as literal blocks; PyYAML falls back to quotes when a
+def _str(representer: SafeRepresenter, data: str) -> ScalarNode:
+    # Multi-line strings read best as literal blocks; the emitter falls back to quotes when a
     # literal block cannot represent the value exactly (trailing spaces, special characters).
-    if _FOLDED_BREAKS.search(data):
-        style: str | None = '"'
-    else:
-        style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+    style: str | None = None
+    if "\n" in data:
+        style = "|"
+    if not data.isascii() and _FOLDED_BREAKS.search(data):
+        style = '"'
+    return ScalarNode(_STR_TAG, data, style=style)
 
 
-_Dumper.add_representer(str, _str)
-_Dumper.add_representer(SourceInt, lambda d, v: d.represent_int(int(v)))
-_Dumper.add_representer(SourceFloat, lambda d, v: d.represent_float(float(v)))
+_Representer.add_representer(str, _str)
+_Representer.add_representer(SourceInt, lambda r, v: r.represent_int(int(v)))
+_Representer.add_representer(SourceFloat, lambda r, v: r.represent_float(float(v)))
+
+
+class PurePythonDumper(Emitter, Serializer, _Representer, _Resolver):
+    """The dumper with PyYAML's pure-Python emitter, where libyaml is absent: it writes what libyaml writes.
+
+    The two emitters differ in three rules, and libyaml's are kept (the tests compare both
+    on generated data): libyaml prints only characters of the Basic Multilingual Plane, so a
+    string with an emoji is double-quoted and escaped; a key is written as a simple key
+    (``key:``) up to 128 bytes of UTF-8 on one line (a carriage return breaks it), where
+    PyYAML stops below 128 characters (and reads on over a carriage return); and a
+    document whose last block scalar is a ``|+`` one ends with ``...``, where PyYAML writes
+    it only when nothing follows that block.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        Emitter.__init__(self, stream, width=_NO_FOLDING, allow_unicode=True)
+        Serializer.__init__(self)
+        _Representer.__init__(self, default_flow_style=False, sort_keys=False)
+        _Resolver.__init__(self)
+        self.kept_block = False
+
+    def write_literal(self, text: str) -> None:
+        super().write_literal(text)
+        self.kept_block = self.open_ended  # a |+ block: until the next block scalar, in libyaml
+
+    def expect_document_start(self, first: bool = False) -> None:
+        if self.kept_block and isinstance(self.event, StreamEndEvent):
+            self.open_ended = True
+        super().expect_document_start(first)
+
+    def analyze_scalar(self, scalar: str) -> ScalarAnalysis:
+        analysis = super().analyze_scalar(scalar)
+        if not scalar.isascii() and _ASTRAL.search(scalar):
+            analysis.allow_flow_plain = analysis.allow_block_plain = False
+            analysis.allow_single_quoted = analysis.allow_block = False
+        return analysis
+
+    def check_simple_key(self) -> bool:
+        if isinstance(self.event, ScalarEvent):  # no anchors (ignore_aliases), and a string needs no tag
+            if self.analysis is None:
+                self.analysis = self.analyze_scalar(self.event.value)
+            # libyaml also takes a carriage return for a line break, PyYAML does not.
+            multiline = self.analysis.multiline or "\r" in self.analysis.scalar
+            return not multiline and len(self.analysis.scalar.encode()) <= _SIMPLE_KEY_BYTES
+        return bool(super().check_simple_key())
+
+
+# Characters outside the Basic Multilingual Plane, which libyaml's emitter escapes.
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+# libyaml's longest simple key (yaml_emitter_check_simple_key).
+_SIMPLE_KEY_BYTES = 128
+
+
+# No line is folded (a value reads in a diff as written), and text stays text (allow_unicode).
+_NO_FOLDING = 2**31 - 1
+
+
+try:
+    from yaml._yaml import CEmitter
+
+    class _LibyamlDumper(CEmitter, _Representer, _Resolver):
+        """The dumper with libyaml's emitter."""
+
+        def __init__(self, stream: Any) -> None:
+            CEmitter.__init__(self, stream, width=_NO_FOLDING, allow_unicode=True)
+            _Representer.__init__(self, default_flow_style=False, sort_keys=False)
+            _Resolver.__init__(self)
+
+    _Dumper: type[Any] = _LibyamlDumper
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    _Dumper = PurePythonDumper
 
 
 def plain(data: Any, *, top: bool = True) -> Any:
@@ -102,214 +220,32 @@ def plain(data: Any, *, top: bool = True) -> Any:
     return data
 
 
-def to_yaml(docs: Sequence[Any]) -> str:
-    """One or more documents as canonical YAML (``---`` between documents)."""
-    return "---\n".join(_document(doc) for doc in docs)
+def to_yaml(docs: Sequence[Any], dumper: type[Any] | None = None) -> str:
+    """One or more documents as canonical YAML (``---`` between documents), each object's top keys first.
 
-
-def reference_yaml(docs: Sequence[Any]) -> str:
-    """What :func:`to_yaml` writes, through PyYAML's own emitter (slower; the reference)."""
-    return "---\n".join(_dump(plain(doc)) for doc in docs)
-
-
-def _dump(data: Any) -> str:
-    return yaml.dump(
-        data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=2**31 - 1
-    )
-
-
-# ------------------------------------------------------------------ the fast emitter
-#
-# PyYAML's emitter is a general event machine: per document it spends milliseconds in
-# Python on representing, serializing, analysing every scalar and choosing its style.
-# Our documents have one shape (block mappings and indented block sequences of plain
-# data), so the structure is written here directly, and each scalar's text is what
-# PyYAML writes for it, computed once per distinct value and remembered: the emitter
-# decides a scalar's style from its text alone (and from whether it is a key), never
-# from where it stands. Strings of the common safe alphabet are decided here with
-# PyYAML's own resolver; any other scalar is dumped through PyYAML in a one-item
-# document and taken from there. A document outside that shape (a key that is not a
-# string, a key PyYAML cannot write as a simple key, a type we do not know) goes
-# through PyYAML whole. ``reference_yaml`` is the oracle the tests and the fuzzer
-# compare with.
-
-
-class _Unusual(Exception):
-    """The document leaves the fast emitter's shape: PyYAML writes it whole."""
-
-
-# Plain in block context whatever the position, when PyYAML's resolver reads it as a
-# string: no indicator first, no space, no ": " or " #", ASCII, not a document marker.
-_SAFE_PLAIN = re.compile(r"(?!---|\.\.\.)[-A-Za-z0-9_./=+(][-A-Za-z0-9_./=+:@()]*")
-# PyYAML writes a key as a simple key only below 128 characters, counting its "!!str" tag.
-_SIMPLE_KEY_CHARS = 122
-_CACHE_SIZE = 50_000  # distinct scalars remembered (a batch of specs repeats most of them)
-_values: dict[str, tuple[str, tuple[str, ...] | None, bool]] = {}
-_keys: dict[str, str] = {}
-# The commonest case whole: a string written on its key's (or dash's) line, as " text\n".
-_lines: dict[str, str] = {}
-
-
-def _resolves_to_str(text: str) -> bool:
-    """True when PyYAML (and our YAML 1.2 additions) read ``text`` written plain as a string."""
-    return not any(regexp.match(text) for _tag, regexp in _Dumper.yaml_implicit_resolvers.get(text[0], ()))
-
-
-def _safe(text: str) -> bool:
-    return _SAFE_PLAIN.fullmatch(text) is not None and text[-1] != ":" and text != "-"
-
-
-def _scalar_value(data: str | float) -> tuple[str, tuple[str, ...] | None, bool]:
-    """``(text, literal_lines, keep)`` for a scalar in value position.
-
-    ``text`` is what follows ``key:`` or ``-`` (after one space); for a literal block it is
-    the header (``|-``) and ``literal_lines`` are its lines without their indentation.
-    ``keep`` marks a ``|+`` block: a document that ends with one gets PyYAML's ``...``.
+    ``dumper``: :class:`PurePythonDumper` to write without libyaml (the tests compare both).
     """
-    if isinstance(data, str) and _safe(data):
-        return (data if _resolves_to_str(data) else f"'{data}'"), None, False
-    text = _dump([data])  # "- <scalar>\n"; a literal block's lines follow, indented by 2
-    keep = text.endswith("\n...\n")
-    if keep:
-        text = text[: -len("...\n")]
-    head, *lines = text[2:-1].split("\n")
-    if not lines:
-        return head, None, keep
-    return head, tuple(line[2:] for line in lines), keep
+    return "---\n".join(_dump(_top_first(doc), dumper or _Dumper) for doc in docs)
 
 
-def _value(data: str) -> tuple[str, tuple[str, ...] | None, bool]:
-    found = _values.get(data)
-    if found is None:
-        found = _scalar_value(data)
-        if len(_values) < _CACHE_SIZE:
-            _values[data] = found
-            if found[1] is None and not found[2] and len(_lines) < _CACHE_SIZE:
-                _lines[data] = f" {found[0]}\n"
-    return found
+def _top_first(doc: Any) -> Any:
+    """``doc`` with Kubernetes' top keys first (what :func:`plain` orders; the dumper writes Source numbers)."""
+    if isinstance(doc, Mapping):
+        ordered = {k: doc[k] for k in _TOP_KEYS if k in doc}
+        ordered.update((k, v) for k, v in doc.items() if k not in ordered)
+        return ordered
+    if isinstance(doc, Sequence) and not isinstance(doc, str):
+        return [_top_first(item) for item in doc]
+    return doc
 
 
-def _key(key: Any) -> str:
-    """``key:`` as PyYAML writes it (a simple key), its colon included."""
-    if type(key) is not str:
-        raise _Unusual
-    found = _keys.get(key)
-    if found is None:
-        if _safe(key) and len(key) <= _SIMPLE_KEY_CHARS:
-            found = (key if _resolves_to_str(key) else f"'{key}'") + ":"
-        else:
-            text = _dump({key: None})
-            if text.startswith("?") or not text.endswith(": null\n") or text.count("\n") != 1:
-                raise _Unusual  # PyYAML writes it as a complex key ("? ...")
-            found = text[: -len(" null\n")]
-        if len(_keys) < _CACHE_SIZE:
-            _keys[key] = found
-    return found
-
-
-class _Writer:
-    """Block mappings and indented block sequences, written as PyYAML's emitter would.
-
-    A collection's entries stand at its indent; the first one continues the parent's line
-    after ``- `` (``inline``), and a mapping value that is a collection starts on the next
-    line, two spaces further in.
-    """
-
-    def __init__(self) -> None:
-        self.out: list[str] = []
-        self.keep = False  # the last scalar written was a |+ block
-
-    def mapping(self, data: Mapping[Any, Any], indent: int, top: bool, inline: bool) -> None:
-        out = self.out
-        pad = " " * indent
-        keys: Any = data
-        if top and any(k in data for k in _TOP_KEYS):
-            keys = [k for k in _TOP_KEYS if k in data] + [k for k in data if k not in _TOP_KEYS]
-        for k in keys:
-            value = data[k]
-            # The key's text (a str key only: PyYAML decides for others), then the value.
-            key = _keys.get(k) if type(k) is str else None
-            if key is None:
-                key = _key(k)
-            line = _lines.get(value) if type(value) is str else None
-            if line is not None:  # the common case, whole: a string on the key's line
-                out.append(key + line if inline else pad + key + line)
-                self.keep = False
-            else:
-                out.append(key if inline else pad + key)
-                self.item(value, indent, False, False)
-            inline = False
-
-    def sequence(self, data: Sequence[Any], indent: int, top: bool, inline: bool) -> None:
-        out = self.out
-        pad = " " * indent
-        for value in data:
-            line = _lines.get(value) if type(value) is str else None
-            if line is not None:
-                out.append("-" + line if inline else pad + "-" + line)
-                self.keep = False
-            else:
-                out.append("-" if inline else pad + "-")
-                self.item(value, indent, top, True)
-            inline = False
-
-    def item(self, data: Any, indent: int, top: bool, after_dash: bool) -> None:
-        """One value after ``key:`` or ``-``, in a collection at ``indent``."""
-        out = self.out
-        kind = type(data)
-        if kind is str:
-            text, lines, keep = _value(data)
-        elif kind is dict or (kind not in _NOT_MAPPINGS and isinstance(data, Mapping)):
-            if not data:
-                text, lines, keep = "{}", None, False
-            else:
-                out.append(" " if after_dash else "\n")
-                self.mapping(data, indent + 2, top, after_dash)
-                return
-        elif kind is list or kind is tuple:
-            if not data:
-                text, lines, keep = "[]", None, False
-            else:
-                out.append(" " if after_dash else "\n")
-                self.sequence(data, indent + 2, top, after_dash)
-                return
-        elif data is None:
-            text, lines, keep = "null", None, False
-        elif data is True or data is False:
-            text, lines, keep = ("true" if data else "false"), None, False
-        elif isinstance(data, int):
-            text, lines, keep = str(int(data)), None, False
-        elif isinstance(data, float):
-            text, lines, keep = _scalar_value(float(data))
-        else:
-            raise _Unusual  # str subclasses, other sequences: PyYAML decides
-        out.append(" ")
-        out.append(text)
-        out.append("\n")
-        if lines is not None:
-            pad = " " * (indent + 2)
-            out.extend(f"{pad}{line}\n" if line else "\n" for line in lines)
-        self.keep = keep
-
-
-# Types that are never a Mapping: no ABC check for them.
-_NOT_MAPPINGS: frozenset[type] = frozenset({list, tuple, int, float, bool, type(None)})
-
-
-def _document(doc: Any) -> str:
-    try:
-        writer = _Writer()
-        if isinstance(doc, Mapping) and doc:
-            writer.mapping(doc, 0, True, False)
-        elif (type(doc) is list or type(doc) is tuple) and doc:
-            writer.sequence(doc, 0, True, False)
-        else:
-            raise _Unusual
-        if writer.keep:
-            writer.out.append("...\n")
-        return "".join(writer.out)
-    except _Unusual:
-        return _dump(plain(doc))
+def _dump(data: Any, dumper: type[Any]) -> str:
+    stream = io.StringIO()
+    writer = dumper(stream)
+    writer.open()
+    writer.represent(data)
+    writer.close()
+    return stream.getvalue()
 
 
 def to_json(docs: Sequence[Any]) -> str:

@@ -23,35 +23,22 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property, partial
-from itertools import accumulate
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 import yaml.reader
 from yaml.composer import Composer
-from yaml.events import (
-    AliasEvent,
-    DocumentEndEvent,
-    DocumentStartEvent,
-    MappingEndEvent,
-    MappingStartEvent,
-    ScalarEvent,
-    SequenceEndEvent,
-    SequenceStartEvent,
-    StreamEndEvent,
-)
+from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.parser import Parser
 from yaml.reader import Reader
 from yaml.resolver import BaseResolver
 from yaml.scanner import Scanner
 
-from elastic_compile.core.emit import json_text
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.scalars import SourceFloat, SourceInt
 from elastic_compile.core.source import MAX_BYTES, read_input
@@ -97,25 +84,26 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _Resolver(BaseResolver):
-    """Implicit tags for plain scalars: YAML 1.2 core, see the module docstring."""
+    """Implicit tags for plain scalars: YAML 1.2 core, see the module docstring.
+
+    No path resolvers: a node's tag depends on its kind and text alone, so the composers'
+    calls to follow the path (``descend_resolver``, ``ascend_resolver``) do nothing.
+    """
 
     def resolve(self, kind: type[Node], value: str | None, implicit: Any) -> str:
-        if kind is ScalarNode and value is not None:
-            if not implicit[0]:  # quoted or a block scalar: a string (no path resolvers here)
-                return _STR
-            # A plain scalar's tag depends on its text alone, and specs and outputs repeat
-            # the same few hundred texts: remember them.
-            tag = _resolved.get(value)
-            if tag is None:
-                tag = str(super().resolve(kind, value, implicit))  # type: ignore[no-untyped-call]
-                if len(value) <= _REMEMBER_CHARS and len(_resolved) < _REMEMBER_TEXTS:
-                    _resolved[value] = tag
-            return tag
-        return str(super().resolve(kind, value, implicit))  # type: ignore[no-untyped-call]
+        if kind is ScalarNode:
+            if implicit[0]:  # plain (quoted and block scalars are strings)
+                for tag, regexp in self.yaml_implicit_resolvers.get((value or "")[:1], ()):
+                    if regexp.match(value):
+                        return str(tag)
+            return _STR
+        return _SEQ if kind is SequenceNode else _MAP
 
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        pass
 
-_REMEMBER_CHARS, _REMEMBER_TEXTS = 64, 20_000
-_resolved: dict[str, str] = {}
+    def ascend_resolver(self) -> None:
+        pass
 
 
 for _tag, _regexp, _first in (
@@ -127,14 +115,9 @@ for _tag, _regexp, _first in (
 ):
     _Resolver.add_implicit_resolver(_tag, _regexp, list(_first))
 _Resolver.add_implicit_resolver(_NULL, _NULL_RE, [""])
-_RESOLVER = _Resolver()
 
 
 _T = TypeVar("_T")
-
-
-class _Unusual(Exception):
-    """Input a fast path leaves to the general one (which reads it, or says what is wrong)."""
 
 
 class _LoadLimit(Exception):
@@ -169,6 +152,7 @@ def expansion_problem(expanded: tuple[int, int]) -> str | None:
 class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
     """PyYAML's pure-Python composer with a nesting limit (its recursion has none)."""
 
+    unchecked_depth = None  # every bound is checked while composing
     def __init__(
         self, stream: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_VALUES, max_chars: int = MAX_EXPANDED_CHARS
     ) -> None:
@@ -221,10 +205,13 @@ class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
             self._depth -= 1
 
 
-try:  # libyaml's parser, about 8x faster than PyYAML's pure-Python one
+try:  # libyaml, through PyYAML's CParser: the node tree composed in C, about 10x faster than in Python
     from yaml._yaml import CParser as _CParser
+    from yaml._yaml import get_version as _libyaml_version
 
-    LIBYAML = True
+    # libyaml bounds nesting itself (1,000 levels) from 0.2.6 on, and its composer recurses in
+    # C: an older one would crash on a deeply nested document before our bound is checked.
+    LIBYAML = _libyaml_version() >= (0, 2, 6)
 except ImportError:  # pragma: no cover - PyYAML built without libyaml (tests force this path)
     LIBYAML = False
 
@@ -235,28 +222,33 @@ class _Backend:
     libyaml = LIBYAML
 
 
-class _LibComposer(_Composer):
-    """The same composer and limits, reading its events from libyaml.
+if LIBYAML:
 
-    Only the events come from C: the node tree, tags, limits and counts are the ones
-    above, and libyaml's events carry the same marks. Its parser keeps its own stack (no
-    recursion), so deep nesting reaches our depth limit as with the pure parser.
-    """
+    class _CComposer(_CParser, _Resolver):
+        """libyaml's parser and composer with our resolver: the node tree and its marks, built in C.
 
-    def __init__(
-        self, stream: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_VALUES, max_chars: int = MAX_EXPANDED_CHARS
-    ) -> None:
-        super().__init__("", max_depth, max_nodes, max_chars)
-        events = _CParser(stream)
-        self.check_event = events.check_event  # type: ignore[method-assign]
-        self.peek_event = events.peek_event  # type: ignore[method-assign]
-        self.get_event = events.get_event  # type: ignore[method-assign]
+        A plain scalar's style is "" here, None from PyYAML's composer: both mean plain.
 
-    def compose_scalar_node(self, anchor: Any) -> ScalarNode:
-        node = super().compose_scalar_node(anchor)
-        if node.style == "":  # libyaml's plain style; PyYAML's is None
-            node.style = None
-        return node
+        It has no hooks for our bounds, so :func:`_measure` holds each tree to them once
+        composed (libyaml's own nesting bound keeps the composing itself safe).
+        """
+
+        def __init__(self, stream: str, max_depth: int, max_nodes: int, max_chars: int) -> None:
+            _CParser.__init__(self, stream)
+            _Resolver.__init__(self)
+            self._bounds = max_depth, max_nodes, max_chars
+            # Without an anchor nothing expands, and (the text being short: see _compose) no
+            # bound but the nesting can be passed, which the builder checks as it goes.
+            self.measured = "&" in stream or len(stream) > max_chars
+            self.unchecked_depth = None if self.measured else max_depth
+
+        def get_node(self) -> Node | None:
+            node = super().get_node()
+            return _measure(node, *self._bounds) if self.measured else node
+
+        def get_single_node(self) -> Node | None:
+            node = super().get_single_node()
+            return _measure(node, *self._bounds) if self.measured else node
 
 
 # Where libyaml and PyYAML read the same text differently, PyYAML decides (its messages are
@@ -265,11 +257,10 @@ class _LibComposer(_Composer):
 # PyYAML; libyaml takes "?" inside a plain scalar in a flow collection ([what?]) and ends a
 # tag at a flow comma ([!!str, x]), PyYAML rejects both; and libyaml counts a byte-order
 # mark after the first character as a column, PyYAML does not. Control characters too:
-# PyYAML rejects them before parsing, libyaml only when it reaches them (after a limit,
-# maybe). And a text that does not end with a line break: libyaml places the end of the
-# stream on a line after the last one, so a value left empty there (`a:`) would be located
-# on a line the file does not have. The differential tests and the fuzzer's oracle compare
-# both parsers on the rest.
+# PyYAML rejects them before parsing, libyaml only when it reaches them. And a text that
+# does not end with a line break: libyaml places the end of the stream on a line after the
+# last one, so a value left empty there (`a:`) would be located on a line the file does not
+# have. The differential tests and the fuzzer's oracle compare both parsers on the rest.
 _PYYAML_ONLY = re.compile("[\t?!\ufeff]")
 
 
@@ -284,39 +275,76 @@ def _libyaml_reads(text: str) -> bool:
     )
 
 
-def _composers(text: str, max_depth: int, max_nodes: int, max_chars: int = MAX_EXPANDED_CHARS) -> Iterator[_Composer]:
-    """libyaml first when it is there, then PyYAML's parser (see :func:`_compose`)."""
-    if _libyaml_reads(text):
-        with suppress(UnicodeEncodeError):  # lone surrogates (text given as str): libyaml takes UTF-8 only
-            yield _LibComposer(text, max_depth, max_nodes, max_chars)
-    yield _Composer(text, max_depth, max_nodes, max_chars)
+class _Beyond(Exception):
+    """A tree libyaml composed is beyond a bound: PyYAML's composer finds where (see :func:`_compose`)."""
+
+
+def _measure(root: Node | None, max_depth: int, max_values: int, max_chars: int) -> Node | None:
+    """``root``, a tree libyaml composed, held to the bounds ``_Composer`` checks while composing.
+
+    ``_Beyond`` when it is beyond one, counted as the composer counts: every node in
+    document order, keys included, an alias adding again what its anchor expanded to, the
+    characters of every scalar, and the nesting as written. So libyaml's path accepts what
+    PyYAML's does.
+    """
+    if root is None:
+        return None
+    sizes: dict[int, tuple[int, int]] = {}  # id(node) -> its expanded (values, characters)
+    values = chars = 0
+
+    def walk(node: Node, depth: int) -> None:
+        nonlocal values, chars
+        if depth > max_depth:
+            raise _Beyond
+        key = id(node)
+        if key in sizes:  # an alias (or one inside its own anchor, which adds nothing yet)
+            more_values, more_chars = sizes[key]
+            values += more_values
+            chars += more_chars
+        else:
+            sizes[key] = (0, 0)
+            before = values, chars
+            if isinstance(node, ScalarNode):
+                chars += len(node.value)
+            elif isinstance(node, SequenceNode):
+                for item in node.value:
+                    walk(item, depth + 1)
+            else:
+                for pair in node.value:
+                    walk(pair[0], depth + 1)
+                    walk(pair[1], depth + 1)
+            values += 1
+            sizes[key] = (values - before[0], chars - before[1])
+        if values > max_values or chars > max_chars:
+            raise _Beyond
+
+    walk(root, 1)
+    return root
 
 
 def _compose(
-    text: str, max_depth: int, max_nodes: int, read: Callable[[_Composer], _T], max_chars: int = MAX_EXPANDED_CHARS
+    text: str, max_depth: int, max_nodes: int, read: Callable[[Any], _T], max_chars: int = MAX_EXPANDED_CHARS
 ) -> _T:
-    """``read(composer)`` with libyaml's events, or PyYAML's where libyaml finds an error.
+    """``read(composer)`` with libyaml's composer, or PyYAML's where libyaml finds an error or a bound is passed.
 
     libyaml and PyYAML accept the same YAML, but word their errors differently and report
     some at other places; our messages and the error tests are PyYAML's. So a document
-    libyaml rejects is parsed again by PyYAML, which raises its own error for it (or
-    accepts it: it also reads the \\u escapes of surrogate pairs that JSON writes). Limits
-    (``_LoadLimit``) are ours and the same on both paths, so they are not retried.
+    libyaml rejects is composed again by PyYAML, which raises its own error for it (or
+    accepts it: it also reads the \\u escapes of surrogate pairs that JSON writes). So is
+    one beyond a bound: PyYAML's composer stops where the bound is passed and says where,
+    which a tree composed in C cannot show (an alias is the very node it names there).
+
+    libyaml composes a whole text before any bound is checked, so it is given only texts
+    too short to hold more than ``max_nodes`` nodes: each takes a character at least, or
+    two share one indicator (``a:``, ``[:]``). Longer ones go to PyYAML's composer, which
+    stops at the bound.
     """
-    composers = _composers(text, max_depth, max_nodes, max_chars)
-    for composer in composers:
-        if isinstance(composer, _LibComposer):
-            try:
-                return read(composer)
-            except yaml.YAMLError:
-                continue
-        return read(composer)
-    raise AssertionError("unreachable: the pure-Python composer is always last")  # pragma: no cover
-
-
-def _single_node(text: str, max_depth: int, max_nodes: int, max_chars: int) -> Node | None:
-    """The root node of one document (``_LoadLimit`` or ``YAMLError`` when there is none)."""
-    return _compose(text, max_depth, max_nodes, lambda c: c.get_single_node(), max_chars)
+    if 2 * len(text) < max_nodes and _libyaml_reads(text):
+        try:
+            return read(_CComposer(text, max_depth, max_nodes, max_chars))
+        except (yaml.YAMLError, _Beyond, UnicodeEncodeError):  # a lone surrogate: libyaml takes UTF-8 only
+            pass
+    return read(_Composer(text, max_depth, max_nodes, max_chars))
 
 
 @contextmanager
@@ -343,14 +371,12 @@ class Loaded:
     other node is in the file of its parent. ``merged`` holds the ids of the nodes the merge
     built from values of more than one file, and ``chain`` the files, the spec first.
 
-    The node tree locates problems (the line and column of a field path). A spec that
-    compiles cleanly never needs it, so when the data came straight from libyaml's events
-    the tree is composed on first use: ``tree`` is the root node, or what composes it.
+    The node tree locates problems (the line and column of a field path).
     """
 
     file: str
     data: Any
-    tree: Node | Callable[[], Node] = field(repr=False)
+    tree: Node = field(repr=False)
     origins: Mapping[int, tuple[Node, str]] = field(default_factory=dict)
     merged: frozenset[int] = frozenset()
     chain: tuple[str, ...] = ()
@@ -359,10 +385,10 @@ class Loaded:
     #: :data:`MAX_EXPANDED_CHARS` bound (see :func:`expansion_problem`).
     expanded: tuple[int, int] = (0, 0)
 
-    @cached_property
+    @property
     def root(self) -> Node:
         """The document's root node."""
-        return self.tree if isinstance(self.tree, Node) else self.tree()
+        return self.tree
 
     def _walk(self, path: Sequence[str | int]) -> tuple[Node, Node | None, bool, str]:
         node: Node = self.root
@@ -465,12 +491,27 @@ def _child(node: Node, part: str | int) -> tuple[Node | None, Node] | None:
 
 
 class _Builder:
-    """Turns composed nodes into Python values, collecting every problem."""
+    """Turns composed nodes into Python values, collecting every problem.
 
-    def __init__(self, file: str, max_values: int = MAX_VALUES, max_chars: int = MAX_EXPANDED_CHARS) -> None:
+    ``max_depth``: for a tree libyaml composed that :func:`_measure` did not hold to the
+    bounds (one without anchors, so none but the nesting can be passed: see
+    :func:`_compose`), the nesting it may reach; ``_Beyond`` past it.
+    """
+
+    def __init__(
+        self,
+        file: str,
+        max_values: int = MAX_VALUES,
+        max_chars: int = MAX_EXPANDED_CHARS,
+        *,
+        source: bool = True,
+        max_depth: int | None = None,
+    ) -> None:
         self.file = file
+        self.source = source  # numbers keep the text they were written as (SourceInt, SourceFloat)
         self.max_values = max_values
         self.max_chars = max_chars
+        self.max_depth = max_depth
         self.problems: list[Problem] = []
         self.count = 0
         self.chars = 0  # characters of every scalar and key built so far, aliases included
@@ -480,33 +521,31 @@ class _Builder:
         mark = node.start_mark
         self.problems.append(Problem(self.file, mark.line + 1, mark.column + 1, "yaml", message, given))
 
-    def build(self, node: Node) -> Any:
-        if id(node) in self.active:
+    def build(self, node: Node, depth: int = 1) -> Any:
+        """The value of ``node``, at ``depth`` in the document (the root's is 1)."""
+        if not isinstance(node, ScalarNode) and id(node) in self.active:
             # &a [*a]: the alias points at a collection that contains it. PyYAML composes
             # this happily; building it would never end.
             self._problem(node, "a recursive alias (an anchor used inside itself) is not allowed")
             return None
-        self.active.add(id(node))
-        try:
-            return self._build(node)
-        finally:
-            self.active.discard(id(node))
-
-    def _build(self, node: Node) -> Any:
         self.count += 1
         if self.count > self.max_values:
             raise _LoadLimit(_too_many_values(self.max_values), node)
+        if self.max_depth is not None and depth > self.max_depth:
+            raise _Beyond
         if node.tag not in _ALLOWED_TAGS:
             tag = "!!" + node.tag[len(_TAG) :] if node.tag.startswith(_TAG) else node.tag
             self._problem(node, "YAML tags other than the standard ones are not allowed", tag)
             return None
         if isinstance(node, ScalarNode):
             return self._scalar(node)
-        if isinstance(node, SequenceNode):
-            return [self.build(item) for item in node.value]
-        if isinstance(node, MappingNode):
-            return self._mapping(node)
-        raise TypeError(node)  # pragma: no cover - PyYAML has no other node kinds
+        self.active.add(id(node))
+        try:
+            if isinstance(node, SequenceNode):
+                return [self.build(item, depth + 1) for item in node.value]
+            return self._mapping(node, depth)  # type: ignore[arg-type]
+        finally:
+            self.active.discard(id(node))
 
     def _count_chars(self, node: Node, text: str) -> None:
         self.chars += len(text)
@@ -516,7 +555,7 @@ class _Builder:
     def _scalar(self, node: ScalarNode) -> Any:
         text, tag = node.value, node.tag
         self._count_chars(node, text)
-        if _SURROGATE.search(text):
+        if not text.isascii() and _SURROGATE.search(text):
             # JSON writes astral characters as \ud83d\ude00 pairs, which PyYAML decodes
             # into two lone surrogates; join them back, and reject a truly lone one.
             try:
@@ -533,21 +572,27 @@ class _Builder:
         if tag == _INT and len(text) > _MAX_NUMBER_CHARS:
             self._problem(node, f"number too long (more than {_MAX_NUMBER_CHARS} characters)", text)
             return None
-        if tag == _INT and re.match(r"^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$", text):
-            return SourceInt(int(text, 0) if text[:2] in ("0o", "0x") else int(text, 10), text)
+        if tag == _INT and _INT_TEXT.match(text):
+            number = int(text, 0) if text[:2] in ("0o", "0x") else int(text, 10)
+            return SourceInt(number, text) if self.source else number
         if tag == _FLOAT and _FLOAT_RE.match(text):
             # Python's float() spells YAML's .inf/.nan without the dot
-            return SourceFloat(float(re.sub(r"\.(?=(?:inf|Inf|INF|nan|NaN|NAN)$)", "", text)), text)
+            real = float(_SPECIAL_FLOAT_DOT.sub("", text))
+            return SourceFloat(real, text) if self.source else real
         self._problem(node, f"not a valid {tag.rsplit(':', 1)[-1]} value", text)
         return None
 
-    def _mapping(self, node: MappingNode) -> dict[str, Any]:
+    def _mapping(self, node: MappingNode, depth: int) -> dict[str, Any]:
         out: dict[str, Any] = {}
         first: dict[str, Node] = {}
+        merges = False
         for key, value in node.value:
             if key.tag == _MERGE:
+                merges = True
                 continue
             if not isinstance(key, ScalarNode) or key.tag not in (_STR, "!"):
+                if self.max_depth is not None and not isinstance(key, ScalarNode):
+                    raise _Beyond  # its nesting is not built, so not checked here: the composer checks it
                 given = key.value if isinstance(key, ScalarNode) else None
                 self._problem(key, 'mapping keys must be strings; quote the key, e.g. "1"', given)
                 continue
@@ -557,15 +602,22 @@ class _Builder:
                 continue
             first[key.value] = key
             self._count_chars(key, key.value)
-            out[key.value] = self.build(value)
+            out[key.value] = self.build(value, depth + 1)
+        if not merges:
+            return out
         for key, value in _pairs(node):
             if isinstance(key, ScalarNode) and key.value not in out and key.tag in (_STR, "!"):
                 self._count_chars(key, key.value)
-                out[key.value] = self.build(value)
+                out[key.value] = self.build(value, depth + 1)
         for key, value in node.value:
             if key.tag == _MERGE and not _mergeable(value):
                 self._problem(value, "a merge key (<<) needs a mapping or a list of mappings")
         return out
+
+
+# What an !!int may hold (an explicit tag may name any text), and the dot Python's float() does without.
+_INT_TEXT = re.compile(r"^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$")
+_SPECIAL_FLOAT_DOT = re.compile(r"\.(?=(?:inf|Inf|INF|nan|NaN|NAN)$)")
 
 
 def _mergeable(node: Node) -> bool:
@@ -627,412 +679,45 @@ def load_text(
     max_depth: int = MAX_DEPTH,
     max_values: int = MAX_VALUES,
     max_chars: int = MAX_EXPANDED_CHARS,
+    source: bool = True,
 ) -> Loaded:
     """Parse one YAML document from ``raw``; raise ``SpecError`` with every problem found.
 
     The limits default to those for user specs; the compiler raises them when it parses
-    back what a custom template rendered (a pod template nests a few levels below the spec).
+    back what a template rendered (a pod template nests a few levels below the spec), and
+    asks for plain ``int`` and ``float`` there (``source=False``): source text is for what
+    users write.
     """
-    _check_size(raw, file, max_bytes)
-    if isinstance(raw, bytes):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            line, col = _position(raw, e.start)
-            raise SpecError(
-                [
-                    Problem(
-                        file, line, col, "spec", "not valid UTF-8; save the file as UTF-8", f"byte 0x{raw[e.start]:02X}"
-                    )
-                ]
-            ) from e
-    else:
-        text = raw
-    # The fast readers (off with pure_python(), which the tests compare them with): the simplest
-    # form line by line (printable ASCII only, which it checks itself), else libyaml's events.
-    if _Backend.libyaml:
-        with suppress(_Unusual):
-            data, expanded = _block_lines(text, max_depth, max_values, max_chars)
-            return Loaded(file, data, partial(_root, text, max_depth, max_values, max_chars), expanded=expanded)
-    if _libyaml_reads(text):
-        with suppress(_Unusual, yaml.YAMLError, UnicodeEncodeError):
-            data, expanded = _event_data(text, max_depth, max_values, max_chars, source=True)
-            return Loaded(file, data, partial(_root, text, max_depth, max_values, max_chars), expanded=expanded)
+    text = _decoded(raw, file, max_bytes)
+
+    def read(composer: Any) -> tuple[Node | None, _Builder, Any]:
+        root: Node | None = composer.get_single_node()
+        builder = _Builder(file, max_values, max_chars, source=source, max_depth=composer.unchecked_depth)
+        return root, builder, None if root is None else builder.build(root)
+
     try:
-        root = _single_node(text, max_depth, max_values, max_chars)
+        root, builder, data = _compose(text, max_depth, max_values, read, max_chars)
     except (_LoadLimit, yaml.YAMLError) as e:
         raise SpecError([_parse_problem(e, file, text)]) from e
     if root is None:
         raise SpecError([Problem(file, 1, 1, "spec", "the file is empty; a spec needs at least name and image")])
-    builder = _Builder(file, max_values, max_chars)
-    try:
-        data = builder.build(root)
-    except _LoadLimit as e:
-        raise SpecError([_parse_problem(e, file, text)]) from e
     if builder.problems:
         raise SpecError(sorted(builder.problems))
     return Loaded(file, data, root, expanded=(builder.count, builder.chars))
 
 
-def _root(text: str, max_depth: int, max_values: int, max_chars: int) -> Node:
-    """The node tree of a text whose data the fast path read: the same parser, so it is there."""
-    root = _single_node(text, max_depth, max_values, max_chars)
-    if root is None:  # pragma: no cover - the fast path read a document from this text
-        raise RuntimeError("the document vanished")
-    return root
-
-
-def _check_size(raw: bytes | str, file: str, max_bytes: int) -> None:
-    size = len(raw.encode() if isinstance(raw, str) else raw)
-    if size > max_bytes:
+def _decoded(raw: bytes | str, file: str, max_bytes: int, what: str = "spec") -> str:
+    """``raw`` as text, at most ``max_bytes`` of UTF-8 (``SpecError`` at the field path ``what`` otherwise)."""
+    if len(raw.encode() if isinstance(raw, str) else raw) > max_bytes:
         raise SpecError([Problem(file, 1, 1, "spec", f"the file is larger than {max_bytes} bytes")])
-
-
-def load_output(
-    text: str,
-    file: str,
-    *,
-    max_bytes: int,
-    max_depth: int,
-    max_values: int,
-    max_chars: int,
-    printed: Container[str] = (),
-) -> Any:
-    """Our own rendered output (a built-in template's) as plain data; ``SpecError`` when it is not valid.
-
-    Our templates print every value as JSON, so their output holds only plain strings,
-    numbers, booleans and nulls under string keys, with numbers as plain ``int`` and
-    ``float`` (source text is for what users write). It is read by the JSON decoder line by
-    line (:func:`_json_lines`), else straight from libyaml's events; anything else (a tag,
-    an anchor, a merge or duplicate key, a limit reached, a YAML error) is read again by
-    :func:`load_text`, which says what is wrong. ``printed``: the texts ``json_text``
-    printed for this output (the templates' filters), which a line may hold without being
-    printed again to compare.
-    """
-    _check_size(text, file, max_bytes)
-    with suppress(_Unusual, ValueError, RecursionError):
-        return _json_lines(text, max_depth, max_values, max_chars, printed)
-    if _Backend.libyaml:
-        with suppress(_Unusual, yaml.YAMLError, UnicodeEncodeError):
-            return _event_data(text, max_depth, max_values, max_chars, source=False)[0]
-    from elastic_compile.core.emit import plain  # a custom template's way, and the rare one here
-
-    limits = {"max_bytes": max_bytes, "max_depth": max_depth, "max_values": max_values, "max_chars": max_chars}
-    return plain(load_text(text, file, **limits).data, top=False)
-
-
-# A line of our templates' output: a plain key, and JSON or nothing (a block mapping follows).
-_KEY_LINE = re.compile(r"( *)([A-Za-z][A-Za-z0-9_]*):(?: (.+))?")
-# JSON that reads differently as YAML, or that the YAML path would refuse: a surrogate
-# escape (JSON pairs them, YAML does not) or an escape outside the set json_text writes.
-# (Searched once escaped backslashes are removed, so that every backslash left starts one.)
-_NOT_JSON_TEXT = re.compile(r"\\(?:[^\"nrtbfu]|u[dD][89a-fA-F])")
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKETS = re.compile(r"[\[\]{}]")
-_DEPTH = {"[": 1, "{": 1, "]": -1, "}": -1}
-
-
-def _json_lines(text: str, max_depth: int, max_values: int, max_chars: int, printed: Container[str] = ()) -> Any:
-    """Our built-in templates' output as data, read with the JSON decoder.
-
-    Their text is a block mapping of plain keys whose values are what ``json_text``
-    prints: one JSON value on the key's line. A line is taken only if it is exactly what
-    ``json_text`` prints for the value it holds (or, in ``printed``, what it printed for
-    the template), which YAML reads to the same value (the tests compare both readers);
-    anything else (a comment, a quoted key, a null, other JSON spacing) raises
-    ``_Unusual`` for the YAML reader. The limits hold as on the YAML path: no more values
-    than characters (each takes one at least), and the nesting of the block mappings plus
-    the deepest brackets outside strings is bounded.
-    """
-    if len(text) > max_chars or len(text) > max_values:
-        raise _Unusual
-    if "\\" in text and _NOT_JSON_TEXT.search(text.replace("\\\\", "")):
-        raise _Unusual
-    root: dict[str, Any] = {}
-    stack: list[tuple[int, dict[str, Any]]] = [(0, root)]  # the open block mappings and their indentation
-    waiting: str | None = None  # a key whose block mapping starts on the next line
-    lines = text.split("\n")
-    if lines.pop() != "":  # the document ends with a line break
-        raise _Unusual
-    for line in lines:
-        match = _KEY_LINE.fullmatch(line)
-        if match is None:
-            raise _Unusual
-        indent, key, value = len(match[1]), match[2], match[3]
-        mapping = _block_mapping(stack, waiting, indent)
-        waiting = None
-        if key in mapping:
-            raise _Unusual
-        if value is None:
-            waiting = key
-            continue
-        # The decoder's scanner itself: its decode() would also skip spaces around the
-        # value, which json_text never writes (such a line is unusual either way).
-        try:
-            data, end = _JSON_SCAN(value, 0)
-        except StopIteration:  # no JSON value starts there
-            raise _Unusual from None
-        if end != len(value):
-            raise _Unusual
-        if value not in printed and json_text(data) != value:
-            raise _Unusual
-        # A scalar inside the deepest collection sits in len(stack) + deepest collections;
-        # the brackets (some perhaps inside strings) bound that depth, and nearly always do.
-        deepest = value.count("[") + value.count("{")
-        if len(stack) + deepest >= max_depth:
-            deepest = max(accumulate(map(_DEPTH.__getitem__, _BRACKETS.findall(_STRINGS.sub("", value)))))
-            if len(stack) + deepest >= max_depth:
-                raise _Unusual
-        mapping[key] = data
-    if waiting is not None or not root:
-        raise _Unusual
-    return root
-
-
-def _block_mapping(stack: list[tuple[int, dict[str, Any]]], waiting: str | None, indent: int) -> dict[str, Any]:
-    """The block mapping a key at ``indent`` belongs to, for the line readers; ``_Unusual`` when none.
-
-    ``stack``: the open mappings with their indentation, the root's (0, so never popped)
-    first. ``waiting``: a key of the innermost one whose own mapping starts at this key,
-    which must then be deeper (a key left empty is a null: the parsers read it).
-    """
-    if waiting is not None:
-        if indent <= stack[-1][0]:
-            raise _Unusual
-        nested: dict[str, Any] = {}
-        stack[-1][1][waiting] = nested
-        stack.append((indent, nested))
-        return nested
-    while indent < stack[-1][0]:
-        stack.pop()
-    if indent != stack[-1][0]:
-        raise _Unusual
-    return stack[-1][1]
-
-
-def _no_constant(name: str) -> Any:
-    raise _Unusual  # NaN and Infinity: JSON's extensions, strings to YAML
-
-
-def _number(read: Callable[[str], Any]) -> Callable[[str], Any]:
-    def number(text: str) -> Any:
-        if len(text) > _MAX_NUMBER_CHARS:  # what the YAML path refuses to read
-            raise _Unusual
-        return read(text)
-
-    return number
-
-
-_JSON_DECODER = json.JSONDecoder(parse_int=_number(int), parse_float=_number(float), parse_constant=_no_constant)
-# The scanner decode() calls (set by JSONDecoder.__init__, not in the typeshed stubs).
-_JSON_SCAN: Callable[[str, int], tuple[Any, int]] = getattr(_JSON_DECODER, "scan_once")  # noqa: B009
-
-
-def _event_data(
-    text: str, max_depth: int, max_values: int, max_chars: int, *, source: bool
-) -> tuple[Any, tuple[int, int]]:
-    """The data of a one-document ``text`` straight from libyaml's events (no node tree), and its size.
-
-    For the common case only: within the depth and value limits, no anchors, aliases,
-    tags or merge keys, string keys without duplicates, numbers that fit, and a text no
-    longer than ``max_chars`` (without aliases the values' characters never outnumber
-    the text's: escapes, folding and indentation only shorten, so the expanded-character
-    bound holds). Anything else raises ``_Unusual``, and the composer and builder read
-    the text (to apply the rule, or to say what is wrong). Numbers carry their source
-    text when ``source`` (user specs). The size is ``Loaded.expanded`` as ``_Builder``
-    counts it: the values built (keys not among them) and the characters of every key
-    and scalar.
-    """
-    if len(text) > max_chars:
-        raise _Unusual
-    get: Callable[[], Any] = _CParser(text).get_event
-    get()  # the stream's start
-    if type(get()) is not DocumentStartEvent:
-        raise _Unusual
-    stack: list[list[Any]] = []  # each open collection, and a mapping's key waiting for its value
-    values = keys = chars = 0
-    while True:
-        event = get()
-        kind = type(event)
-        item: Any
-        if kind is MappingEndEvent or kind is SequenceEndEvent:
-            item = stack.pop()[0]
-        elif kind is ScalarEvent or kind is MappingStartEvent or kind is SequenceStartEvent:
-            values += 1
-            if values > max_values or len(stack) >= max_depth or event.anchor is not None or event.tag is not None:
-                raise _Unusual
-            if kind is MappingStartEvent:
-                stack.append([{}, None])
-                continue
-            if kind is SequenceStartEvent:
-                stack.append([[], None])
-                continue
-            value = event.value
-            chars += len(value)
-            # Quoted and block scalars are strings; a plain one's tag is remembered by text.
-            item = _plain_scalar(value, source) if event.implicit[0] else value
-        else:  # an alias
-            raise _Unusual
-        if not stack:  # the root: the document and the stream end here
-            if type(get()) is DocumentEndEvent and type(get()) is StreamEndEvent:
-                return item, (values - keys, chars)
-            raise _Unusual
-        top = stack[-1]
-        container = top[0]
-        if type(container) is list:
-            container.append(item)
-        elif top[1] is None:  # a key: a string, and not one the mapping has already
-            if type(item) is not str or item in container or kind is not ScalarEvent:
-                raise _Unusual
-            keys += 1
-            top[1] = item
-        else:
-            container[top[1]] = item
-            top[1] = None
-
-
-def _plain_scalar(value: str, source: bool) -> Any:
-    """The value of a plain scalar (YAML 1.2 core, see ``_Resolver``), as the builder makes it.
-
-    Numbers carry their source text when ``source`` (user specs). A merge key or a number
-    longer than any reader takes raises ``_Unusual``: the composer and builder read those.
-    """
-    tag = _resolved.get(value) or _RESOLVER.resolve(ScalarNode, value, _PLAIN)
-    if tag == _STR:
-        return value
-    if tag == _INT and len(value) <= _MAX_NUMBER_CHARS:
-        number = int(value, 0) if value[:2] in ("0o", "0x") else int(value, 10)
-        return SourceInt(number, value) if source else number
-    if tag == _NULL:
-        return None
-    if tag == _BOOL:
-        return value.lower() == "true"
-    if tag == _FLOAT:
-        real = float(_SPECIAL_FLOAT_DOT.sub("", value))
-        return SourceFloat(real, value) if source else real
-    raise _Unusual  # a merge key, a number too long
-
-
-_PLAIN = (True, False)  # a plain scalar's ``implicit``, as the parsers give it
-_SPECIAL_FLOAT_DOT = re.compile(r"\.(?=(?:inf|Inf|INF|nan|NaN|NAN)$)")
-
-# ---------------------------------------------------------------- the simplest specs, line by line
-#
-# Most specs are a block mapping of plain keys whose values are plain words, one-line
-# flow lists of words or one-line flow mappings of words, and nested block mappings of
-# the same, with comments and blank lines. :func:`_block_lines` reads exactly that form,
-# a line at a time, without a parser's events; any other line (a block list, a quoted or
-# multi-line scalar, a word with a space or a character outside the narrow alphabets
-# below, an anchor, a key left empty) raises ``_Unusual`` and the text goes to the
-# parsers. The words are resolved by the same YAML 1.2 core rules (``_plain_scalar``); the
-# differential tests and the fuzzer compare the result with PyYAML's pure-Python parser.
-
-# Printable ASCII and line feeds are all a text of this form holds.
-_NOT_PRINTABLE_ASCII = re.compile("[^\n\x20-\x7e]")
-# A block mapping entry: indentation, a key (no indicator first), ":", and the rest.
-_ENTRY = re.compile(r"( *)([A-Za-z0-9_][A-Za-z0-9_./-]*):( .*)?")
-# A plain word in block context: ASCII, no space, no indicator first ("-" only before a
-# word character), no ":" last (it would make the word a key).
-_BLOCK_WORD = re.compile(r"(?:[A-Za-z0-9_./+]|-(?=[A-Za-z0-9_./+=@-]))(?:[A-Za-z0-9_./+=@:-]*[A-Za-z0-9_./+=@-])?")
-# A plain word inside a flow collection: the same without ":" at all.
-_FLOW_WORD = re.compile(r"(?:[A-Za-z0-9_./+]|-(?=[A-Za-z0-9_./+=@-]))[A-Za-z0-9_./+=@-]*")
-# A flow mapping's entry: a word, ":", at least one space, a word.
-_FLOW_ENTRY = re.compile(r" *([A-Za-z0-9_./+][A-Za-z0-9_./+=@-]*): +(" + _FLOW_WORD.pattern + ") *")
-
-
-def _block_lines(text: str, max_depth: int, max_values: int, max_chars: int) -> tuple[Any, tuple[int, int]]:
-    """The data of a spec in the simplest block form (see above), read line by line, and its size.
-
-    The size is ``Loaded.expanded`` as ``_event_data`` counts it. Numbers carry their
-    source text. Anything outside the form raises ``_Unusual``.
-    """
-    if len(text) > max_chars or max_depth < 3 or not text.endswith("\n") or _NOT_PRINTABLE_ASCII.search(text):
-        raise _Unusual  # other line breaks (CR, NEL, LS, PS), also in a comment, go to the parsers
-    root: dict[str, Any] = {}
-    stack: list[tuple[int, dict[str, Any]]] = [(0, root)]  # the open block mappings and their indentation
-    waiting: str | None = None  # a key whose block mapping starts on the next line
-    values = 1  # the root mapping (keys are not counted, as in Loaded.expanded)
-    keys = chars = 0
-    lines = text.split("\n")
-    if len(lines) > max_values:
-        raise _Unusual  # a spec is tens of lines: the work here stays bounded by the values'
-    for line in lines:
-        match = _ENTRY.fullmatch(line)
-        if match is None:
-            body = line.lstrip(" ")
-            if not body or body[0] == "#":
-                continue  # a blank line or a comment
-            raise _Unusual
-        indent, key, rest = len(match[1]), match[2], match[3] or ""
-        if waiting is not None and len(stack) >= max_depth - 2:
-            raise _Unusual  # deep: the parsers say
-        mapping = _block_mapping(stack, waiting, indent)
-        waiting = None
-        if key in mapping or (_resolved.get(key) != _STR and _plain_scalar(key, False) is not key):
-            raise _Unusual  # a duplicate, or a key that is not a string (true:, 1:)
-        keys += 1
-        chars += len(key)
-        if "#" in rest:
-            rest, _, _ = rest.partition("#")
-            if rest[-1] != " ":
-                raise _Unusual  # "#" inside a word
-        value = rest.strip(" ")
-        values += 1
-        if not value:
-            waiting = key
-            continue
-        first = value[0]
-        if first == "[" and value[-1] == "]":
-            inner = value[1:-1]
-            words = inner.split(",") if inner.strip(" ") else []
-            if values + keys + len(words) > max_values:
-                raise _Unusual  # bounded before the words are read: the parsers say what is wrong
-            items = []
-            for spaced in words:
-                word = spaced.strip(" ")
-                if _FLOW_WORD.fullmatch(word) is None:
-                    raise _Unusual
-                chars += len(word)
-                items.append(_plain_scalar(word, True))
-            values += len(items)
-            mapping[key] = items
-        elif first == "{" and value[-1] == "}":
-            inner = value[1:-1]
-            entries = inner.split(",") if inner.strip(" ") else []
-            if values + keys + 2 * len(entries) > max_values:
-                raise _Unusual
-            flow: dict[str, Any] = {}
-            for entry in entries:
-                pair = _FLOW_ENTRY.fullmatch(entry)
-                if pair is None:
-                    raise _Unusual
-                name, word = pair[1], pair[2]
-                if name in flow or _plain_scalar(name, False) is not name:
-                    raise _Unusual
-                chars += len(name) + len(word)
-                flow[name] = _plain_scalar(word, True)
-            values += len(flow)
-            keys += len(flow)
-            mapping[key] = flow
-        elif _BLOCK_WORD.fullmatch(value) is not None:
-            chars += len(value)
-            mapping[key] = _plain_scalar(value, True)
-        else:
-            raise _Unusual
-        if values + keys > max_values:  # what _event_data counts against the bound
-            raise _Unusual
-    if waiting is not None or not root:
-        raise _Unusual
-    return root, (values, chars)
-
-
-def _all_nodes(composer: _Composer) -> list[Node]:
-    nodes: list[Node] = []
-    while composer.check_node():
-        node = composer.get_node()
-        if node is not None:
-            nodes.append(node)
-    return nodes
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line, col = _position(raw, e.start)
+        given = f"byte 0x{raw[e.start]:02X}"
+        raise SpecError([Problem(file, line, col, what, "not valid UTF-8; save the file as UTF-8", given)]) from e
 
 
 def load_stream(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> list[Loaded]:
@@ -1042,21 +727,20 @@ def load_stream(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_
     ``import`` or ``doctor``): the alias, depth, size and tag limits hold across the whole
     stream, and every problem is located. Empty documents are skipped.
     """
-    if isinstance(raw, bytes):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            line, col = _position(raw, e.start)
-            given = f"byte 0x{raw[e.start]:02X}"
-            raise SpecError([Problem(file, line, col, "yaml", "not valid UTF-8; save the file as UTF-8", given)]) from e
-    else:
-        text = raw
-    if len(text.encode()) > max_bytes:
-        raise SpecError([Problem(file, 1, 1, "spec", f"the file is larger than {max_bytes} bytes")])
-    builder = _Builder(file)
+    text = _decoded(raw, file, max_bytes, "yaml")
+
+    def read(composer: Any) -> tuple[list[Loaded], _Builder]:
+        # One for the stream: its bounds hold across the documents.
+        builder = _Builder(file, max_depth=composer.unchecked_depth)
+        docs = []
+        while composer.check_node():
+            node = composer.get_node()
+            if node is not None:
+                docs.append(Loaded(file, builder.build(node), node))
+        return docs, builder
+
     try:
-        roots = _compose(text, max_depth, MAX_VALUES, _all_nodes)
-        docs = [Loaded(file, builder.build(node), node) for node in roots]
+        docs, builder = _compose(text, max_depth, MAX_VALUES, read)
     except (_LoadLimit, yaml.YAMLError) as e:
         raise SpecError([_parse_problem(e, file, text)]) from e
     if builder.problems:

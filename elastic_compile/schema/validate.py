@@ -116,7 +116,7 @@ def _message(err: Any, loaded: Loaded, path: list[str | int]) -> str:
     node, _, exact = loaded.locate(path)
     if not (exact and isinstance(node, ScalarNode)):
         return message
-    if node.style is None and YAML11_SURPRISE.match(node.value):
+    if not node.style and YAML11_SURPRISE.match(node.value):  # plain: PyYAML's style None, libyaml's ""
         message += f"; YAML 1.1 readers give {node.value} another meaning, so write the value you mean"
     elif kind == "string_type":
         message += f'; quote it: "{node.value}"'

@@ -300,7 +300,7 @@ def test_rule_stays_quiet_on_its_near_miss(code: str, doc: dict[str, Any] | list
 
 def test_yaml11_octal_mode_says_what_to_write() -> None:
     # kubectl reads 0644 as octal (YAML 1.1); our loader keeps it as text: say so, as the compiler does.
-    text = to_yaml([CLEAN]) + "            - {name: cfg, configMap: {name: c, defaultMode: 0644}}\n"
+    text = to_yaml([CLEAN]) + "          - {name: cfg, configMap: {name: c, defaultMode: 0644}}\n"
     (hit,) = [p for p in doctor.doctor_stream(text, "job.yaml").problems if p.path.endswith("defaultMode")]
     assert hit.message == (
         "DR002 schema: 0644 is the octal file mode 420 to YAML 1.1 and the decimal 644 to YAML 1.2, so readers "

@@ -142,8 +142,14 @@ def test_oracle_emitter_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.skipif(not loader.LIBYAML, reason="PyYAML was built without libyaml")
 def test_oracle_parser_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    # libyaml's plain style is "", PyYAML's None: a composer that forgot to say so differs.
-    monkeypatch.delattr(loader._LibComposer, "compose_scalar_node")
+    # A libyaml composer that read a text otherwise than PyYAML's.
+    class Misreading(loader._CComposer):  # type: ignore[misc,name-defined]
+        def get_single_node(self) -> Any:
+            root = super().get_single_node()
+            root.value[0][1].value += "!"
+            return root
+
+    monkeypatch.setattr(loader, "_CComposer", Misreading)
     outcome = fuzz.classify((ROOT / "examples" / "minimal.yaml").read_bytes())
     assert outcome.kind == fuzz.BACKEND_MISMATCH and "parsers" in outcome.signature
 
