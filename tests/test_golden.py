@@ -484,26 +484,20 @@ def test_unquoted_range_is_min_max_not_base_60() -> None:
     assert (policy["minReplicas"], policy["maxReplicas"]) == (1, 4)
 
 
-def test_the_plan_is_computed_once_per_compile(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The PyTorchJob and PodTemplate targets and Compiled.plan share one plan of the spec.
-    from elastic_compile.targets.pytorchjob import plan
-
-    calls: list[object] = []
-    real = plan._plan
-    monkeypatch.setattr(plan, "_plan", lambda spec: calls.append(spec) or real(spec))
-    monkeypatch.chdir(GOLDEN / "minimal")
-    compiled = compile_path(SPEC, ("all",))
-    assert len(compiled.outputs) == 2 and len(calls) == 1
-    assert compiled.plan is compiled.known_plan and len(calls) == 1
+def test_the_plan_of_a_compile_is_the_one_its_job_printed() -> None:
+    # Lints and --explain describe the very plan the PyTorchJob was rendered from.
+    compiled = compile_path(GOLDEN / "minimal" / SPEC, ("all",))
+    (job,) = [o for o in compiled.outputs if o.document.kind == "PyTorchJob"]
+    assert compiled.plan is compiled.known_plan is job.document.context["plan"]
 
 
 def test_a_trainjob_compile_plans_a_worker_pod_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Compiled.plan (for lints and --explain) is made on first use when no target made it, then kept."""
-    from elastic_compile.targets.pytorchjob import plan
+    from elastic_compile.compiler import pipeline
 
     calls: list[object] = []
-    real = plan._plan
-    monkeypatch.setattr(plan, "_plan", lambda spec: calls.append(spec) or real(spec))
+    real = pipeline.spec_to_plan
+    monkeypatch.setattr(pipeline, "spec_to_plan", lambda spec: calls.append(spec) or real(spec))
     compiled = compile_path(GOLDEN.parent.parent / "examples" / "trainjob-2x8-gpu.yaml")
     assert [o.document.kind for o in compiled.outputs] == ["TrainJob"] and calls == []
     assert compiled.known_plan is None

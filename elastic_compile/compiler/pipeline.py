@@ -22,7 +22,7 @@ from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.extends import load_spec, resolver, unique_problems
 from elastic_compile.schema.validate import validate
 from elastic_compile.targets import Document, Target
-from elastic_compile.targets.pytorchjob.plan import Plan, made_plan, spec_to_plan
+from elastic_compile.targets.pytorchjob.plan import Plan, spec_to_plan
 
 #: ``-t all``: every target whose ``in_all`` accepts the spec.
 ALL = "all"
@@ -131,7 +131,9 @@ def compile_spec(
     if problems:
         raise SpecError(sorted(set(problems)))
     outputs = tuple(render_document(t, d, spec, template_dir) for t, d in _once(planned))
-    return Compiled(loaded, spec, outputs, made_plan(spec))
+    # The worker plan a target rendered (the PyTorchJob's, the PodTemplate's), for lints and --explain.
+    known = next((p for _, d in planned if isinstance(p := d.context.get("plan"), Plan)), None)
+    return Compiled(loaded, spec, outputs, known)
 
 
 def compile_path(

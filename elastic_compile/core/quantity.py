@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
-from typing import Final
 
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -43,24 +41,6 @@ def parse_quantity(text: str) -> Decimal:
 
 def quantity_value(text: str) -> Decimal | None:
     """Exact value of a quantity, or None when ``text`` is not one."""
-    # A spec and its output name the same few quantities many times (each container's
-    # requests and limits, and the checks of each): short ones are remembered, what they
-    # are or that they are none (a Decimal is immutable); long ones are not, so that the
-    # memory held stays bounded.
-    return _remembered(text) if len(text) <= REMEMBERED_CHARS else _value(text)
-
-
-#: Quantities remembered at most, and the longest text remembered.
-REMEMBERED: Final = 2048
-REMEMBERED_CHARS: Final = 32
-
-
-@lru_cache(maxsize=REMEMBERED)
-def _remembered(text: str) -> Decimal | None:
-    return _value(text)
-
-
-def _value(text: str) -> Decimal | None:
     if not is_quantity(text):
         return None
     match = _SUFFIX.search(text)

@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
@@ -108,10 +108,6 @@ def describe(value: Any) -> str:
     return "a string"
 
 
-# Exact types that are always what their schema type names (the common case, one lookup).
-_PLAIN_TYPES: Final = {"object": dict, "array": list, "string": str, "boolean": bool, "integer": int, "number": float}
-
-
 def _is_type(value: Any, expected: str) -> bool:
     if expected == "object":
         return isinstance(value, dict)
@@ -145,9 +141,6 @@ class CompactSchema:
     definitions: Mapping[str, Node]
     roots: Mapping[str, Node]
     meta: Mapping[str, Any]
-    # id(node) -> (node, the walk of its fields, whether that is all it checks): see _walk.
-    # The node is held so that its id stays its own; bounded (a schema has a few thousand).
-    _walks: dict[int, tuple[Node, _Walk, bool]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def root(self, api_version: str, kind: str) -> Node | None:
         """The node for a whole ``api_version`` ``kind`` object, or None when the file has none."""
@@ -250,58 +243,42 @@ class CompactSchema:
     # ------------------------------------------------------------------ validation
 
     def _resolve(self, node: Node) -> Node:
+        """``node``, or the definition it refers to (through every ``ref``)."""
         while "ref" in node:
             node = self.definitions[node["ref"]]
         return node
 
     def _check(self, value: Any, node: Node, loc: Loc, problems: list[Problem]) -> None:
-        # The hot loop of every compile (each value of each emitted document): lookups and
-        # calls are kept few on purpose.
-        while "ref" in node:
-            node = self.definitions[node["ref"]]
+        node = self._resolve(node)
         if value is None:
             if not node.get("nullable"):
                 problems.append((loc, "empty value; give a value or remove the key"))
             return
         kind = node.get("kind")
-        if kind is not None:
-            if kind == "quantity":
-                _check_quantity(value, loc, problems)
-                return
-            if kind == "int-or-string":
-                if isinstance(value, bool) or not isinstance(value, (int, str)):
-                    problems.append((loc, f"expected a whole number or a string, not {describe(value)}"))
-                elif isinstance(value, str) and "pattern" in node and not pattern_matches(node["pattern"], value):
-                    problems.append((loc, f"must match {node['pattern']}"))
-                return
+        if kind == "quantity":
+            _check_quantity(value, loc, problems)
+            return
+        if kind == "int-or-string":
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                problems.append((loc, f"expected a whole number or a string, not {describe(value)}"))
+            elif isinstance(value, str) and "pattern" in node and not pattern_matches(node["pattern"], value):
+                problems.append((loc, f"must match {node['pattern']}"))
+            return
         expected = node.get("type")
-        value_type = type(value)
-        if expected is not None and not (value_type is _PLAIN_TYPES.get(expected) or _is_type(value, expected)):
+        if expected is not None and not _is_type(value, expected):
             problems.append((loc, f"expected {_EXPECTED.get(expected, expected)}, not {describe(value)}"))
             return
         if "enum" in node and value not in node["enum"]:
             problems.append((loc, "must be one of " + ", ".join(map(str, node["enum"]))))
-        if value_type is str:
+        if isinstance(value, str):  # the commonest value of a manifest
             if "minLength" in node or "maxLength" in node or "pattern" in node:
                 _check_string(value, node, loc, problems)
-        elif value_type is dict:
-            self._check_object(value, node, loc, problems)
-        elif value_type is list:
-            self._check_list(value, node, loc, problems)
-        elif value_type is bool:
-            return
-        elif value_type is int or value_type is float:
-            _check_number(value, node, loc, problems)
-        elif isinstance(value, bool):
-            return
-        elif isinstance(value, (int, float)):
-            _check_number(value, node, loc, problems)
-        elif isinstance(value, str):
-            _check_string(value, node, loc, problems)
         elif isinstance(value, dict):
             self._check_object(value, node, loc, problems)
         elif isinstance(value, list):
             self._check_list(value, node, loc, problems)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            _check_number(value, node, loc, problems)
 
     def _check_list(self, value: list[Any], node: Node, loc: Loc, problems: list[Problem]) -> None:
         if "minItems" in node and len(value) < node["minItems"]:
@@ -312,12 +289,8 @@ class CompactSchema:
         keys: Sequence[str] = node.get("mapKeys", ())
         defaults: Mapping[str, Any] = node.get("keyDefaults", {})
         seen: dict[Any, int] = {}
-        plain = items is _PLAIN_STRING
-        walk = self._fields_walk(items) if items is not None else None
         for index, item in enumerate(value):
-            if walk is not None and type(item) is dict:
-                walk(item, (*loc, index), problems)
-            elif items is not None and not (plain and type(item) is str):
+            if items is not None:
                 self._check(item, items, (*loc, index), problems)
             if keys and isinstance(item, dict):
                 # A missing key takes its default first, as the API server defaults before it
@@ -338,76 +311,23 @@ class CompactSchema:
             problems.append((loc, f"must have at least {node['minProperties']} fields"))
         if "maxProperties" in node and len(value) > node["maxProperties"]:
             problems.append((loc, f"must have at most {node['maxProperties']} fields"))
-        self._walk(node)[0](value, loc, problems)
-
-    def _fields_walk(self, node: Node) -> _Walk | None:
-        """The whole check of a mapping against ``node``, when its fields are all that ``node`` checks.
-
-        So for a node of the object type without a kind, an enum or a field count: the parent
-        calls the walk of the fields straight, without ``_check``'s dispatch. None otherwise.
-        """
-        while "ref" in node:
-            node = self.definitions[node["ref"]]
-        fields, fields_only = self._walk(node)
-        return fields if fields_only else None
-
-    def _walk(self, node: Node) -> tuple[_Walk, bool]:
-        """The walk of a mapping's fields against ``node`` (resolved), made once per node, and whether it is all."""
-        found = self._walks.get(id(node))
-        if found is None or found[0] is not node:
-            fields_only = node.get("type") == "object" and not any(k in node for k in _NOT_FIELDS_ONLY)
-            found = (node, self._fields(node), fields_only)
-            if len(self._walks) < _WALKS_REMEMBERED:
-                self._walks[id(node)] = found
-        return found[1], found[2]
-
-    def _fields(self, node: Node) -> _Walk:
-        """Check each field of a mapping against ``node`` (resolved), then the required ones.
-
-        What to do with each field the schema names (its node's own walk, if any) is found
-        on first use and kept, bounded by the schema's fields.
-        """
         properties: Mapping[str, Node] | None = node.get("properties")
         values: Node | None = node.get("values")
-        closed = properties is not None and not node.get("open")
-        required: Sequence[str] = node.get("required", ())
-        walks: dict[str | None, _Walk | None] = {}  # by field name (None: the map's values)
-        check, walk_of = self._check, self._fields_walk
-
-        def fields(value: dict[str, Any], loc: Loc, problems: list[Problem]) -> None:
-            for key, item in value.items():
-                if properties is not None and key in properties:
-                    child = properties[key]
-                    name: str | None = key
-                elif values is not None:
-                    child, name = values, None
-                else:
-                    if closed:
-                        assert properties is not None
-                        close = difflib.get_close_matches(str(key), list(properties), n=1, cutoff=0.6)
-                        hint = f"; did you mean {close[0]}?" if close else ""
-                        problems.append(((*loc, key), "unknown field" + hint))
-                    continue
-                if type(item) is dict:
-                    walk = walks[name] if name in walks else walks.setdefault(name, walk_of(child))
-                    if walk is not None:
-                        walk(item, (*loc, key), problems)
-                        continue
-                elif child is _PLAIN_STRING and type(item) is str:
-                    continue  # nothing to check
-                check(item, child, (*loc, key), problems)
-            for key in required:
-                if key not in value:
-                    problems.append((loc, key + REQUIRED))
-
-        return fields
+        for key, item in value.items():
+            if properties is not None and key in properties:
+                self._check(item, properties[key], (*loc, key), problems)
+            elif values is not None:
+                self._check(item, values, (*loc, key), problems)
+            elif properties is not None and not node.get("open"):
+                close = difflib.get_close_matches(str(key), list(properties), n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                problems.append(((*loc, key), "unknown field" + hint))
+        for key in node.get("required", ()):
+            if key not in value:
+                problems.append((loc, key + REQUIRED))
 
 
 _NO_PROPERTIES: Final[Mapping[str, Node]] = MappingProxyType({})
-_Walk = Callable[[dict[str, Any], Loc, list[Problem]], None]
-# What a node may check of a mapping beyond its fields (then _check handles it).
-_NOT_FIELDS_ONLY: Final = ("ref", "kind", "enum", "minProperties", "maxProperties")
-_WALKS_REMEMBERED: Final = 20_000
 
 
 def _check_quantity(value: Any, loc: Loc, problems: list[Problem]) -> None:
@@ -445,28 +365,18 @@ def _check_string(value: str, node: Node, loc: Loc, problems: list[Problem]) -> 
 # --------------------------------------------------------------------------- loading
 
 
-# Half the values of a compiled PyTorchJob are strings whose schema says only that: every
-# such node is this one object, so the checks skip them by identity. Never mutated.
-_PLAIN_STRING: Final[dict[str, Any]] = {"type": "string"}
-
-
-def _shared(node: dict[str, Any]) -> dict[str, Any]:
-    return _PLAIN_STRING if node == _PLAIN_STRING else node
-
-
-def _read(name: str, *, share: bool = False) -> dict[str, Any]:
-    text = (COMPACT_DIR / name).read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text, object_hook=_shared) if share else json.loads(text)
+def _read(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((COMPACT_DIR / name).read_text(encoding="utf-8"))
     return data
 
 
 @cache
 def load(name: str) -> CompactSchema:
     """The compact schema file ``name`` (e.g. ``pytorchjobs.kubeflow.org.json``), loaded once."""
-    data = _read(name, share=True)
+    data = _read(name)
     definitions = dict(data.get("definitions", {}))
     if name != CORE_FILE:
-        definitions = {**_read(CORE_FILE, share=True)["definitions"], **definitions}
+        definitions = {**_read(CORE_FILE)["definitions"], **definitions}
     meta = {k: v for k, v in data.items() if k not in ("definitions", "roots")}
     return CompactSchema(name, definitions, dict(data.get("roots", {})), meta)
 

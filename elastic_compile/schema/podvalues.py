@@ -18,7 +18,6 @@ import difflib
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
-from functools import lru_cache
 from typing import Any, Final
 
 from elastic_compile.core.loader import dotted
@@ -134,31 +133,16 @@ def enum_problem(given: object, allowed: tuple[str, ...]) -> str | None:
 
 def check(definition: str, value: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
     """Add the value problems of one object of schema ``definition`` (a full name) at ``loc``."""
-    found = _checks.get(definition)
-    if found is None:
-        found = _checks_of(definition)
-    enums, rule = found
-    for field, allowed in enums:
+    short = definition.rsplit(".", 1)[-1]
+    for field, allowed in ENUMS.get(short, {}).items():
         if field in value and (why := enum_problem(value[field], allowed)) is not None:
             problems.append(((*loc, field), why))
+    rule = _RULES.get(short)
     if rule is not None:
         rule(value, loc, problems)
 
 
 Rule = Callable[[Mapping[str, Any], Loc, Problems], None]
-# A definition's closed sets and rule, by its full name: the walk visits the same few dozen
-# definitions of the schema over and over. Bounded: names come from the schema, but a
-# caller may pass any.
-_checks: dict[str, tuple[tuple[tuple[str, tuple[str, ...]], ...], Rule | None]] = {}
-_CHECKS_REMEMBERED: Final = 512
-
-
-def _checks_of(definition: str) -> tuple[tuple[tuple[str, tuple[str, ...]], ...], Rule | None]:
-    short = definition.rsplit(".", 1)[-1]
-    found = (tuple(ENUMS.get(short, {}).items()), _RULES.get(short))
-    if len(_checks) < _CHECKS_REMEMBERED:
-        _checks[definition] = found
-    return found
 
 
 def _int(value: object) -> int | None:
@@ -351,25 +335,10 @@ def _resources(res: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
         problems.append(((*loc, side, hugepages[0]), "hugepages need a cpu or memory request or limit beside them"))
 
 
-# A pod names the same few resources again and again (requests and limits, each container,
-# each spec of a batch): what short names are is remembered, a bounded number of them (a
-# long one is judged each time, so that the memory held stays small). Amounts are
-# remembered by quantity_value.
-_REMEMBERED: Final = 512
-_REMEMBERED_CHARS: Final = 64
-
-
 def _resource_name(name: str) -> tuple[str | None, bool]:
     """``(why name is not a container resource or None, whether it is native)``."""
-    return _remembered_name(name) if len(name) <= _REMEMBERED_CHARS else _name_facts(name)
-
-
-def _name_facts(name: str) -> tuple[str | None, bool]:
     why = resource_name_problem(name)
     return why, why is None and is_native(name)
-
-
-_remembered_name = lru_cache(maxsize=_REMEMBERED)(_name_facts)
 
 
 def resource_name_problem(name: str) -> str | None:

@@ -479,34 +479,3 @@ def test_a_trailing_newline_ends_no_env_name(tmp_path: Path) -> None:
     """Kubernetes' IsEnvVarName (a Go regexp, whose $ is the end of the text) refuses "A\\n"; so does the schema."""
     run = compile_cli(tmp_path, BASE + 'env: [{name: "A\\n", value: x}]\n')
     assert run.status == 2 and any(": env[0].name: not a valid environment variable name" in e for e in run.errors)
-
-
-def test_what_the_value_checks_remember_is_bounded() -> None:
-    """Resource names and amounts, and the rules of each definition, are remembered up to a bound; long ones never."""
-    from elastic_compile.core import quantity
-    from elastic_compile.schema import podvalues
-
-    remembered = (podvalues._remembered_name, quantity._remembered)
-    for cache in remembered:
-        cache.cache_clear()
-    problems: list[tuple[tuple[str | int, ...], str]] = []
-    long_name = "example.com/" + "d" * podvalues._REMEMBERED_CHARS
-    long_amount = "1" * (quantity.REMEMBERED_CHARS + 48)
-    podvalues._resources({"requests": {long_name: long_amount}}, (), problems)
-    assert [message for _, message in problems] == [
-        f"Kubernetes does not overcommit a device (an extended resource): add limits.{long_name} equal to the "
-        f"request ({long_amount})"
-    ]
-    assert [cache.cache_info().currsize for cache in remembered] == [0, 0]
-    saved = dict(podvalues._checks)
-    try:
-        for i in range(max(podvalues._REMEMBERED, quantity.REMEMBERED) + 50):
-            res = {"requests": {f"example.com/dev{i}": f"{i}"}, "limits": {f"example.com/dev{i}": f"{i}"}}
-            podvalues._resources(res, (), problems)
-            podvalues.check(f"io.example.v1.Kind{i}", {}, (), problems)
-        assert len(problems) == 1
-        assert [cache.cache_info().currsize for cache in remembered] == [podvalues._REMEMBERED, quantity.REMEMBERED]
-        assert len(podvalues._checks) == podvalues._CHECKS_REMEMBERED
-    finally:
-        podvalues._checks.clear()
-        podvalues._checks.update(saved)

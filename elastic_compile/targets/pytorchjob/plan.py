@@ -98,28 +98,8 @@ def run_policy(spec: ElasticSpec) -> dict[str, Any]:
     return out
 
 
-# The last spec planned and its plan. The PyTorchJob and PodTemplate targets and the
-# pipeline (Compiled.plan, which lints and --explain describe) all ask for the plan of the
-# same spec in one compile; the spec is frozen, so its plan is computed once.
-_last: list[tuple[ElasticSpec, Plan]] = []
-
-
 def spec_to_plan(spec: ElasticSpec) -> Plan:
-    """Decide everything about the output of ``spec`` (once per spec object: see ``_last``)."""
-    plan = made_plan(spec)
-    if plan is None:
-        plan = _plan(spec)
-        _last[:] = [(spec, plan)]
-    return plan
-
-
-def made_plan(spec: ElasticSpec) -> Plan | None:
-    """The plan of ``spec`` when it was made already (see ``_last``), else None: nothing is planned here."""
-    last = _last[:1]
-    return last[0][1] if last and last[0][0] is spec else None
-
-
-def _plan(spec: ElasticSpec) -> Plan:
+    """Decide everything about the output of ``spec``."""
     args = launcher_args(spec)
     return Plan(
         name=spec.name,
