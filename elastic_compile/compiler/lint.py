@@ -665,7 +665,7 @@ _INVISIBLE = frozenset(
 MAX_REVIEWABLE_CHARS = 1024
 #: A run of this many blanks can push the rest of a line out of a reviewer's view.
 MAX_BLANK_RUN = 32
-_BLANK_RUN = re.compile(rf"[ \t\u00a0\u2000-\u200a\u3000]{{{MAX_BLANK_RUN},}}")
+_BLANK_RUN = re.compile(rf"[ \t]{{{MAX_BLANK_RUN},}}")
 # A line break followed by what reads as another YAML entry, key or comment.
 _FAKE_ENTRY = re.compile(r"[\n\r\u0085\u2028\u2029][ \t]*(?:- |#|[\w.$/-]+:(?:[ \t]|$))")
 
@@ -693,6 +693,31 @@ def hidden_character(char: str) -> str | None:
     return None
 
 
+def looks_blank(char: str) -> bool:
+    """Whether ``char`` shows as empty space on its line, by its Unicode properties.
+
+    White space that does not break the line (White_Space: a space of any width, U+205F,
+    U+202F, U+3000, ...), and the letters and symbols Unicode names a blank or a filler
+    (U+2800 BRAILLE PATTERN BLANK, U+3164 HANGUL FILLER, ...): they print as nothing, yet
+    take room.
+    """
+    if char.isspace():
+        return len(f"x{char}x".splitlines()) == 1  # what Python takes for a line break is not a blank
+    return unicodedata.category(char) in ("Lo", "Mn", "So") and unicodedata.name(char, "").endswith(_BLANK_NAMES)
+
+
+# The last word of the names of letters and symbols that print as nothing.
+_BLANK_NAMES = (" BLANK", " FILLER")
+
+
+def _blank_run(text: str) -> bool:
+    """Whether ``text`` holds :data:`MAX_BLANK_RUN` blank-looking characters in a row (tabs count)."""
+    if not text.isascii():
+        blanks = {ord(c): " " for c in set(text) if not c.isascii() and looks_blank(c)}
+        text = text.translate(blanks)
+    return _BLANK_RUN.search(text) is not None
+
+
 def code_point(char: str) -> str:
     """``U+202E RIGHT-TO-LEFT OVERRIDE``: how a lint names a character without printing it."""
     name = unicodedata.name(char, "")
@@ -714,7 +739,7 @@ def text_lints(path: Path, text: str, *, key: bool = False) -> Iterator[Lint]:
         yield Lint("EC112", path, message, subject=text)
     if len(text) > MAX_REVIEWABLE_CHARS:
         yield Lint("EC113", path, f"{what} is {len(text)} characters long (over {MAX_REVIEWABLE_CHARS})", subject=text)
-    elif _BLANK_RUN.search(text):
+    elif _blank_run(text):
         yield Lint("EC113", path, f"{what} holds a run of {MAX_BLANK_RUN} or more blanks", subject=text)
     if _FAKE_ENTRY.search(text):
         yield Lint("EC113", path, f"{what} spans lines, and a later line reads like another YAML entry", subject=text)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from elastic_compile.compiler.cli import main
-from elastic_compile.compiler.lint import MAX_BLANK_RUN, MAX_REVIEWABLE_CHARS, hidden_character, text_lints
+from elastic_compile.compiler.lint import MAX_BLANK_RUN, MAX_REVIEWABLE_CHARS, hidden_character, looks_blank, text_lints
 from elastic_compile.localrun.cli import main as run_main
 
 BASE = "name: t\nimage: ghcr.io/x/y:1.0\ncommand: [python, t.py]\n"
@@ -135,6 +135,27 @@ def test_values_that_hide_text_are_ec111(
     assert main([str(spec)]) == 0
     err = capsys.readouterr().err
     assert "warning EC113" in err and fragment in err, err
+
+
+@pytest.mark.parametrize("blank", ["\u2800", "\u205f", "\u202f", "\u3164", "\u00a0", "\u3000", " \u2009"])
+def test_a_run_of_any_blank_looking_character_hides_a_command_under_strict(
+    blank: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The review's case: the rest of the command 446 columns to the right, behind blanks that are not spaces."""
+    spec = tmp_path / "s.yaml"
+    hidden = blank * (446 // len(blank))
+    spec.write_text(BASE.replace("t.py]", json.dumps(f"--safe{hidden}; rm -rf /") + "]"), encoding="utf-8")
+    assert main([str(spec), "--strict"]) == 2
+    assert "error EC113" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("char", "blank"),
+    [(" ", True), ("\t", True), ("\u2800", True), ("\u205f", True), ("\u202f", True), ("\u115f", True),
+     ("\n", False), ("\u2028", False), ("\x85", False), ("\u2422", False), ("x", False), ("\u200b", False)],
+)  # fmt: skip
+def test_blank_looking_characters_come_from_their_unicode_properties(char: str, blank: bool) -> None:
+    assert looks_blank(char) is blank
 
 
 def test_ordinary_multi_line_scripts_are_not_ec111(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
