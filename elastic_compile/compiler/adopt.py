@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from elastic_compile.compiler import inputs
 from elastic_compile.compiler.pipeline import compile_spec
+from elastic_compile.core import safefs
 from elastic_compile.core.emit import to_yaml
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import Loaded, load_stream, load_text
@@ -95,8 +97,12 @@ class Imported:
 def import_path(path: str | Path, *, entrypoint: Sequence[str] | None = None) -> list[Imported]:
     """Import every job of the manifest stream at ``path`` (``-``: standard input).
 
-    ``entrypoint``: the image's ENTRYPOINT, for a training container without command.
+    ``entrypoint``: the image's ENTRYPOINT, for a training container without command. A path
+    inside the working tree that a link leads out of is refused, as compiling refuses it.
     """
+    refusal = inputs.refused(str(path), safefs.work_tree())
+    if refusal is not None:
+        raise SpecError([refusal])
     raw, file = read_input(path)
     return import_stream(raw, file, entrypoint=entrypoint)
 

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elastic_compile.compiler import lint
-from elastic_compile.core.errors import Problem
+from elastic_compile.compiler import inputs, lint
+from elastic_compile.core import safefs
+from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import Loaded, load_stream
 from elastic_compile.core.source import read_input
 from elastic_compile.schema.podspec import octal_hint
@@ -242,9 +243,15 @@ def doctor_stream(raw: bytes | str, file: str) -> Report:
 
 
 def doctor_paths(paths: Sequence[str | Path]) -> list[Report]:
-    """:func:`doctor_stream` for each path (``-``: standard input)."""
+    """:func:`doctor_stream` for each path (``-``: standard input).
+
+    A path inside the working tree that a link leads out of is refused, as compiling refuses it.
+    """
     reports = []
     for path in paths:
+        refusal = inputs.refused(str(path), safefs.work_tree())
+        if refusal is not None:
+            raise SpecError([refusal])
         raw, file = read_input(path)
         reports.append(doctor_stream(raw, file))
     return reports

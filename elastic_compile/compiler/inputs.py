@@ -79,15 +79,6 @@ class _Walk:
         self.seen.add(real)
         (self.inputs.bases if is_base_name(os.path.basename(path)) else self.inputs.jobs).append(path)
 
-    def leads_out(self, path: str) -> bool:
-        """True for a path inside the boundary as written that a link on its way leads out of."""
-        return safefs.inside(Path(os.path.abspath(path)), self.boundary) and not safefs.inside(
-            Path(os.path.realpath(path)), self.boundary
-        )
-
-    def leads_out_message(self) -> str:
-        return f"a symbolic link that leads outside {safefs.display(self.boundary)}; not followed"
-
     def directory(self, top: str) -> None:
         found: list[str] = []
         problems = len(self.inputs.problems)
@@ -123,7 +114,7 @@ class _Walk:
             if not is_spec_name(entry.name):
                 return
             if not safefs.inside(Path(os.path.realpath(path)), self.boundary):
-                self.inputs.problems.append(Problem(path, 1, 1, "spec", self.leads_out_message()))
+                self.inputs.problems.append(Problem(path, 1, 1, "spec", _leads_out(self.boundary)))
             else:
                 self.inputs.notes.append(f"{path}: a symbolic link, not followed; name the file it points to")
             return
@@ -152,13 +143,42 @@ def collect(args: Sequence[str], boundary: Path) -> Inputs:
         if arg != "-" and os.path.isdir(arg):
             inputs.directories = True
             walk.directory(arg)
-        elif arg != "-" and walk.leads_out(arg):
-            # A spec in the tree that a pull request turned into a link to a file outside:
-            # never read (its first line would be quoted back in an error) nor shown.
-            inputs.problems.append(Problem(arg, 1, 1, "spec", walk.leads_out_message()))
+        elif (refusal := refused(arg, boundary)) is not None:
+            inputs.problems.append(refusal)
         else:
             walk.add(arg)
     return inputs
 
 
-__all__ = ["BASE_PREFIX", "MAX_DEPTH", "MAX_ENTRIES", "SPEC_NAME", "Inputs", "collect", "is_base_name", "is_spec_name"]
+def refused(path: str, boundary: Path) -> Problem | None:
+    """Why the file ``path`` named on the command line is not read, or None (``-`` is standard input).
+
+    A file inside ``boundary`` as written that a link on its way leads out of: a spec or a
+    manifest in the tree that a pull request turned into a link to a file outside. It is
+    never opened, so nothing of it (a first line an error would quote) is shown. A path
+    outside the boundary as written is the command's own choice, and is read. Compiling,
+    ``import`` and ``doctor`` all ask this.
+    """
+    if path == "-":
+        return None
+    root = Path(os.path.realpath(boundary))
+    if safefs.inside(Path(os.path.abspath(path)), root) and not safefs.inside(Path(os.path.realpath(path)), root):
+        return Problem(path, 1, 1, "spec", _leads_out(root))
+    return None
+
+
+def _leads_out(root: Path) -> str:
+    return f"a symbolic link that leads outside {safefs.display(root)}; not followed"
+
+
+__all__ = [
+    "BASE_PREFIX",
+    "MAX_DEPTH",
+    "MAX_ENTRIES",
+    "SPEC_NAME",
+    "Inputs",
+    "collect",
+    "is_base_name",
+    "is_spec_name",
+    "refused",
+]
