@@ -53,3 +53,44 @@ def test_commands_import_only_what_they_need() -> None:
         "    assert main(['schema']) == 0\n"
     )
     assert "pydantic" in schema and "jinja2" not in schema
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, at its top or inside a function, absolute (relative ones resolved)."""
+    import ast
+
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _below(layer: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    offenders: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "elastic_compile" / layer).rglob("*.py")):
+        bad = sorted(m for m in _imports(path) if m.split(".")[0] in forbidden or m.startswith(forbidden))
+        if bad:
+            offenders[str(path.relative_to(ROOT))] = bad
+    return offenders
+
+
+def test_core_imports_nothing_above_it() -> None:
+    """core/ is the bottom layer: what the schema, the targets and the compiler share (docs/development.md)."""
+    above = tuple(f"elastic_compile.{layer}" for layer in ("schema", "targets", "compiler", "localrun", "entrypoint"))
+    assert _below("core", above) == {}
+    assert _imports(ROOT / "elastic_compile" / "compiler" / "cli.py")  # the scan finds imports at all
+
+
+def test_the_launcher_imports_neither_jinja2_nor_the_compiler() -> None:
+    """entrypoint/ runs in the training image: it shares only elastic_compile.contract with the compiler."""
+    compiler = tuple(f"elastic_compile.{layer}" for layer in ("compiler", "schema", "targets", "localrun"))
+    assert _below("entrypoint", ("jinja2", "pydantic", "yaml", *compiler)) == {}
