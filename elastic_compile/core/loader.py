@@ -153,6 +153,7 @@ class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
     """PyYAML's pure-Python composer with a nesting limit (its recursion has none)."""
 
     unchecked_depth = None  # every bound is checked while composing
+
     def __init__(
         self, stream: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_VALUES, max_chars: int = MAX_EXPANDED_CHARS
     ) -> None:
@@ -523,7 +524,8 @@ class _Builder:
 
     def build(self, node: Node, depth: int = 1) -> Any:
         """The value of ``node``, at ``depth`` in the document (the root's is 1)."""
-        if not isinstance(node, ScalarNode) and id(node) in self.active:
+        scalar = type(node) is ScalarNode
+        if not scalar and id(node) in self.active:
             # &a [*a]: the alias points at a collection that contains it. PyYAML composes
             # this happily; building it would never end.
             self._problem(node, "a recursive alias (an anchor used inside itself) is not allowed")
@@ -537,11 +539,11 @@ class _Builder:
             tag = "!!" + node.tag[len(_TAG) :] if node.tag.startswith(_TAG) else node.tag
             self._problem(node, "YAML tags other than the standard ones are not allowed", tag)
             return None
-        if isinstance(node, ScalarNode):
-            return self._scalar(node)
+        if scalar:
+            return self._scalar(node)  # type: ignore[arg-type]
         self.active.add(id(node))
         try:
-            if isinstance(node, SequenceNode):
+            if type(node) is SequenceNode:
                 return [self.build(item, depth + 1) for item in node.value]
             return self._mapping(node, depth)  # type: ignore[arg-type]
         finally:

@@ -209,7 +209,10 @@ class FieldProblems(ValueError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False)
+    # defer_build: nothing is built at import. Validating a spec builds ElasticSpec's one
+    # validator (its sections inside it), and only a command that validates a section alone
+    # builds that section's.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False, defer_build=True)
 
 
 #: Validation context key: the data is a base's own values (``extends:``), checked one by
