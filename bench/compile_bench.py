@@ -158,7 +158,13 @@ def main() -> int:
     baseline_env = None
     if args.baseline is not None:
         compileall.compile_dir(args.baseline / "elastic_compile", quiet=1)
-        baseline_env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}
+        # A checkout from before issue 25 kept a result cache and started a compile server: off.
+        baseline_env = {
+            **os.environ,
+            "PYTHONPATH": str(args.baseline.resolve()),
+            "ELASTIC_COMPILE_CACHE_DIR": "",
+            "ELASTIC_COMPILE_SERVER": "off",
+        }
     work = Path(tempfile.mkdtemp(prefix="compile-bench-"))
     fresh = iter(range(10**9))
 

@@ -359,11 +359,11 @@ def test_cli_never_prints_a_secret(capsys: pytest.CaptureFixture[str], tmp_path:
     out = capsys.readouterr().out
     assert token not in out and "\u202e" not in out
     assert out.splitlines() == [
-        f"{job}:38:26: {C.replace('.0', '[0]')}.env[1].value: DR028 literal-secret-env: HF_TOKEN looks like a secret "
+        f"{job}:38:22: {C.replace('.0', '[0]')}.env[1].value: DR028 literal-secret-env: HF_TOKEN looks like a secret "
         f"but has a literal value",
-        f"{job}:44:19: {C.replace('.0', '[0]')}.args[1]: DR028 literal-secret-env: a literal value that looks like "
+        f"{job}:44:15: {C.replace('.0', '[0]')}.args[1]: DR028 literal-secret-env: a literal value that looks like "
         "a Hugging Face token (not shown)",
-        f"{job}:45:19: {C.replace('.0', '[0]')}.args[2]: DR029 invisible-text: the value contains U+202E "
+        f"{job}:45:15: {C.replace('.0', '[0]')}.args[2]: DR029 invisible-text: the value contains U+202E "
         "RIGHT-TO-LEFT OVERRIDE (a bidi control) at character 2",
     ]
 
