@@ -131,6 +131,10 @@ SNIPPETS = [
     "a: 1\na: 2\n",
     "- a\nb: c\n",
     "a: &x [*x]\n",
+    # Values the builder does not build where they stand, nested past the bound (found by bench/fuzz_spec.py).
+    "a: 1\na: " + "[" * 70 + "]" * 70 + "\n",
+    "a: {<<: {b: " + "[" * 70 + "]" * 70 + "}}\n",
+    "1: " + "[" * 70 + "]" * 70 + "\n",
     "",
     "   \n# only a comment\n",
     # No line break at the end (found by bench/fuzz_spec.py): marks at the end of the stream.

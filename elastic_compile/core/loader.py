@@ -496,7 +496,9 @@ class _Builder:
 
     ``max_depth``: for a tree libyaml composed that :func:`_measure` did not hold to the
     bounds (one without anchors, so none but the nesting can be passed: see
-    :func:`_compose`), the nesting it may reach; ``_Beyond`` past it.
+    :func:`_compose`), the nesting it may reach; ``_Beyond`` past it, and wherever a value
+    is not built where it stands (a merge, a duplicate or refused key), which PyYAML's
+    composer then reads.
     """
 
     def __init__(
@@ -589,12 +591,15 @@ class _Builder:
         first: dict[str, Node] = {}
         merges = False
         for key, value in node.value:
+            skipped = key.tag == _MERGE or not isinstance(key, ScalarNode) or key.tag not in (_STR, "!")
+            if self.max_depth is not None and (skipped or key.value in first):
+                # A value this walk does not build where it stands (merged, or under a key
+                # that is refused) would go unchecked for nesting: the composer checks it.
+                raise _Beyond
             if key.tag == _MERGE:
                 merges = True
                 continue
             if not isinstance(key, ScalarNode) or key.tag not in (_STR, "!"):
-                if self.max_depth is not None and not isinstance(key, ScalarNode):
-                    raise _Beyond  # its nesting is not built, so not checked here: the composer checks it
                 given = key.value if isinstance(key, ScalarNode) else None
                 self._problem(key, 'mapping keys must be strings; quote the key, e.g. "1"', given)
                 continue
