@@ -76,6 +76,11 @@ class _Resolver(Resolver):
 
 
 _STR_TAG, _SEQ_TAG, _MAP_TAG = (f"tag:yaml.org,2002:{kind}" for kind in ("str", "seq", "map"))
+_PLAIN_TAGS: dict[type, str] = {
+    int: "tag:yaml.org,2002:int",
+    bool: "tag:yaml.org,2002:bool",
+    type(None): "tag:yaml.org,2002:null",
+}
 
 
 _Resolver.add_implicit_resolver(
@@ -102,6 +107,9 @@ class _Representer(SafeRepresenter):
         kind = type(data)
         if kind is str:
             return _str(self, data)
+        if kind is int or kind is bool or data is None:  # as SafeRepresenter writes them
+            text = "null" if data is None else ("true" if data else "false") if kind is bool else str(data)
+            return ScalarNode(_PLAIN_TAGS[kind], text)
         if kind is dict or isinstance(data, Mapping):
             pairs = [(self.represent_data(k), self.represent_data(v)) for k, v in data.items()]
             return MappingNode(_MAP_TAG, pairs, flow_style=False)

@@ -249,7 +249,8 @@ class CompactSchema:
         return node
 
     def _check(self, value: Any, node: Node, loc: Loc, problems: list[Problem]) -> None:
-        node = self._resolve(node)
+        while "ref" in node:
+            node = self.definitions[node["ref"]]
         if value is None:
             if not node.get("nullable"):
                 problems.append((loc, "empty value; give a value or remove the key"))
