@@ -25,6 +25,7 @@ from yaml.representer import SafeRepresenter
 from yaml.resolver import Resolver
 from yaml.serializer import Serializer
 
+from elastic_compile.core.loader import PlainResolver
 from elastic_compile.core.scalars import SourceFloat, SourceInt
 
 # JSON leaves these raw with ensure_ascii=False, but YAML treats NEL, LS, PS as line
@@ -52,27 +53,8 @@ def json_text(value: Any) -> str:
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
 
 
-class _Resolver(Resolver):
-    """PyYAML's YAML 1.1 resolver, and the YAML 1.2 core numbers: a string either reads otherwise is quoted.
-
-    No path resolvers: a scalar's tag depends on its text alone, so the serializers' calls
-    to follow the path (``descend_resolver``, ``ascend_resolver``) do nothing.
-    """
-
-    def resolve(self, kind: type[Node], value: str | None, implicit: Any) -> str:
-        if kind is ScalarNode:
-            if implicit[0]:
-                for tag, regexp in self.yaml_implicit_resolvers.get((value or "")[:1], ()):
-                    if regexp.match(value):
-                        return str(tag)
-            return _STR_TAG
-        return _SEQ_TAG if kind is SequenceNode else _MAP_TAG
-
-    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
-        pass
-
-    def ascend_resolver(self) -> None:
-        pass
+class _Resolver(PlainResolver, Resolver):
+    """PyYAML's YAML 1.1 resolver, and the YAML 1.2 core numbers: a string either reads otherwise is quoted."""
 
 
 _STR_TAG, _SEQ_TAG, _MAP_TAG = (f"tag:yaml.org,2002:{kind}" for kind in ("str", "seq", "map"))

@@ -83,11 +83,13 @@ YAML11_SURPRISE = re.compile(
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class _Resolver(BaseResolver):
-    """Implicit tags for plain scalars: YAML 1.2 core, see the module docstring.
+class PlainResolver(BaseResolver):
+    """A node's tag from its kind and, for a plain scalar, its text alone: no path resolvers.
 
-    No path resolvers: a node's tag depends on its kind and text alone, so the composers'
-    calls to follow the path (``descend_resolver``, ``ascend_resolver``) do nothing.
+    So the composers' and serializers' calls to follow the path (``descend_resolver``,
+    ``ascend_resolver``) do nothing, and a plain scalar's tag is looked up by its first
+    character among the class's implicit resolvers. The loader's YAML 1.2 resolver and the
+    emitter's (core/emit.py) are this one with their own tables.
     """
 
     def resolve(self, kind: type[Node], value: str | None, implicit: Any) -> str:
@@ -104,6 +106,10 @@ class _Resolver(BaseResolver):
 
     def ascend_resolver(self) -> None:
         pass
+
+
+class _Resolver(PlainResolver):
+    """Implicit tags for plain scalars: YAML 1.2 core, see the module docstring."""
 
 
 for _tag, _regexp, _first in (
