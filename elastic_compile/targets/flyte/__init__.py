@@ -12,11 +12,13 @@ from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets import Document, Target
 from elastic_compile.targets.checks import env_generation_problems, raise_problems
-from elastic_compile.targets.flyte.task import check_task, spec_to_flyte
 
 
 class FlyteTarget(Target):
-    """The Flyte 1 TaskSpec to register."""
+    """The Flyte 1 TaskSpec to register.
+
+    Its modules are imported when it is asked for: every command lists the targets (``-t``, ``--help``).
+    """
 
     name = "flyte"
     summary = "Flyte 1 task spec (admin.TaskSpec JSON, as flytekit registers it)"
@@ -28,12 +30,16 @@ class FlyteTarget(Target):
         return spec.flyte is not None
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
+        from elastic_compile.targets.flyte.task import spec_to_flyte
+
         # The training operator v1 runs this pod and sets its own env in it.
         raise_problems(env_generation_problems(spec, "v1"), loaded)
         task = spec_to_flyte(spec, loaded)
         return [Document("flyte_task.yaml.j2", "flyte-task.yaml", None, None, {"task": task})]
 
     def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
+        from elastic_compile.targets.flyte.task import check_task
+
         return check_task(doc)
 
 

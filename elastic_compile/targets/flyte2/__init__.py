@@ -13,11 +13,13 @@ from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets import Document, Target
 from elastic_compile.targets.checks import env_generation_problems, raise_problems
-from elastic_compile.targets.flyte2.environment import check_environment, spec_to_flyte2
 
 
 class Flyte2Target(Target):
-    """The TaskEnvironment settings that ``elastic_compile.flyte2.environment_kwargs`` passes."""
+    """The TaskEnvironment settings that ``elastic_compile.flyte2.environment_kwargs`` passes.
+
+    Its modules are imported when it is asked for: every command lists the targets (``-t``, ``--help``).
+    """
 
     name = "flyte2"
     summary = (
@@ -32,12 +34,16 @@ class Flyte2Target(Target):
         return False
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
+        from elastic_compile.targets.flyte2.environment import spec_to_flyte2
+
         # The training operator v1 runs this pod and sets its own env in it.
         raise_problems(env_generation_problems(spec, "v1"), loaded)
         env = spec_to_flyte2(spec, loaded)
         return [Document("flyte2_environment.yaml.j2", "flyte2-environment.yaml", None, None, {"env": env})]
 
     def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
+        from elastic_compile.targets.flyte2.environment import check_environment
+
         return check_environment(doc)
 
 

@@ -7,15 +7,16 @@ holds the upstream facts both rely on.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets import Document, Target, bundle, network
 from elastic_compile.targets.checks import identity_errors, raise_problems, schema_errors
 from elastic_compile.targets.trainjob import api
-from elastic_compile.targets.trainjob.checks import runtime_errors, trainjob_errors
-from elastic_compile.targets.trainjob.plan import TrainJobPlan, spec_to_trainjob_plan, trainjob_problems
+
+if TYPE_CHECKING:
+    from elastic_compile.targets.trainjob.plan import TrainJobPlan
 
 #: The compact schemas of the Trainer v2.3.0 CRDs (elastic_compile/schema/compact/).
 SCHEMA_FILES = {
@@ -25,7 +26,11 @@ SCHEMA_FILES = {
 
 
 class TrainJobTarget(Target):
-    """A TrainJob for Kubeflow Trainer v2.3, preceded by our TrainingRuntime when the spec needs one."""
+    """A TrainJob for Kubeflow Trainer v2.3, preceded by our TrainingRuntime when the spec needs one.
+
+    Its plan and checks are imported when it is asked for: every command lists the targets
+    (``-t``, ``--help``).
+    """
 
     name = "trainjob"
     summary = "Kubeflow Trainer v2.3 TrainJob (trainer.kubeflow.org/v1alpha1), with a TrainingRuntime when needed"
@@ -37,6 +42,8 @@ class TrainJobTarget(Target):
         return spec.target == self.name
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
+        from elastic_compile.targets.trainjob.plan import spec_to_trainjob_plan, trainjob_problems
+
         raise_problems([*trainjob_problems(spec), *network.network_problems(spec)], loaded)
         plan = spec_to_trainjob_plan(spec)
         docs = [Document("trainjob.yaml.j2", "trainjob.yaml", api.API_VERSION, api.TRAINJOB, {"plan": plan})]
@@ -52,6 +59,8 @@ class TrainJobTarget(Target):
         return [*bundle.documents(spec), *docs]
 
     def check(self, doc: dict[str, Any], document: Document, spec: ElasticSpec) -> list[str]:
+        from elastic_compile.targets.trainjob.checks import runtime_errors, trainjob_errors
+
         if document.kind == bundle.KIND:
             return bundle.check(doc, spec)
         if document.kind == network.KIND:
