@@ -137,6 +137,9 @@ OPT_SHUTDOWN_TIMEOUT: Final = "--shutdown-timeout"
 OPT_FUNCTION: Final = "--function"
 OPT_RESULT: Final = "--result"
 OPT_TERMINATION_LOG: Final = "--termination-log"
+#: The hang watchdog (elastic.yaml's hang_timeout): seconds a worker may go without renewing
+#: the file named by ENV_HEARTBEAT_FILE before it is stopped as hung (EXIT_HUNG).
+OPT_HANG_TIMEOUT: Final = "--hang-timeout"
 # What a compiled job passes when elastic.yaml leaves the setting unset, where it differs from
 # elastic-launch's own default (torch's): the schema's defaults, named in elastic-launch --help.
 #: rdzv.read_timeout: worker-0 hosts the store and its name resolves only once it is Ready,
@@ -149,6 +152,11 @@ OPT_LOCAL_ADDR: Final = "--local-addr"
 OPT_LOG_DIR: Final = "--log-dir"
 OPT_DRY_RUN: Final = "--dry-run"  # print the resolved settings as JSON and exit; runs nothing
 OPT_DEBUG: Final = "--debug"
+
+# With OPT_HANG_TIMEOUT, every worker gets this variable: the path of a file it renews (creates,
+# or updates the modification time of) to show progress, e.g. once per training step. The
+# watchdog arms at the first renewal.
+ENV_HEARTBEAT_FILE: Final = "ELASTIC_LAUNCH_HEARTBEAT_FILE"
 
 # Setting this to "1" has the same effect as OPT_DEBUG (tracebacks of agent errors).
 ENV_DEBUG: Final = "ELASTIC_LAUNCH_DEBUG"
@@ -173,3 +181,11 @@ EXIT_SIGNAL_BASE: Final = 128  # agent or worker killed by signal N exits 128 + 
 EXIT_RENDEZVOUS_TIMEOUT: Final = 201  # not enough nodes joined within join_timeout: retryable
 EXIT_RENDEZVOUS_ERROR: Final = 202  # store unreachable, rendezvous closed, peers lost: retryable
 EXIT_AGENT_ERROR: Final = 203  # unexpected failure inside the agent itself: retryable
+# The local workers failed only because a process on another node went away (its OOM kill,
+# preemption, node loss): gloo/NCCL peer errors, a broken store connection. No evidence
+# against the code here: retryable (entrypoint/failures.py says what counts).
+EXIT_PEER_LOST: Final = 204
+# A worker did not renew its heartbeat within OPT_HANG_TIMEOUT, in its last attempt: a hang
+# that outlasted the in-place restarts is the code's (or its data's), so permanent; retrying
+# it under ExitCode would recreate the pod without limit. timeout(1)'s code.
+EXIT_HUNG: Final = 124

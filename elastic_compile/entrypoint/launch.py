@@ -9,13 +9,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import math
 import os
 import signal
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from types import FrameType
 from typing import Any
 
@@ -30,10 +29,18 @@ from torch.distributed.elastic.rendezvous import (
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from elastic_compile import contract as c
+from elastic_compile.entrypoint import failures as fl
 from elastic_compile.entrypoint import reaper, report
+from elastic_compile.entrypoint.agent import AgentOptions, AgentRecord, installed
 from elastic_compile.entrypoint.report import Outcome, say
 from elastic_compile.entrypoint.resources import probe_accelerators, resolve_nproc
-from elastic_compile.entrypoint.settings import LaunchSettings, UsageError, check_result_target
+from elastic_compile.entrypoint.settings import (
+    BACKEND_DEFAULT_PORTS,
+    LaunchSettings,
+    UsageError,
+    check_result_target,
+    parse_endpoint,
+)
 from elastic_compile.entrypoint.worker import call_function
 
 # The signals torch's PContext turns into SignalException (LaunchConfig's default).
@@ -135,117 +142,119 @@ def install_signal_handlers() -> None:
         signal.signal(getattr(signal, name), _raise_signal_exception)
 
 
-def _launch_agent(config: LaunchConfig, entrypoint: Callable[..., Any] | str, args: list[str]) -> Any:
-    return elastic_launch(config, entrypoint)(*args)
+def _launch_agent(
+    config: LaunchConfig,
+    entrypoint: Callable[..., Any] | str,
+    args: list[str],
+    seen: AgentRecord,
+    settings: LaunchSettings,
+) -> Any:
+    options = AgentOptions(
+        monitor_interval=settings.monitor_interval,
+        hang_timeout=settings.hang_timeout,
+        heartbeat_dir=os.path.join(settings.log_dir or tempfile.gettempdir(), "heartbeat"),
+        rdzv_port=endpoint_port(settings),
+        exit_code=lambda failures, rec: failure_exit_code(failures, rec, settings.monitor_interval),
+    )
+    with installed(seen, options):
+        return elastic_launch(config, entrypoint)(*args)
 
 
-# What torch's ProcessFailure holds as error_file when the worker wrote none.
-_NO_ERROR_FILE = "<N/A>"
+def endpoint_port(settings: LaunchSettings) -> int | None:
+    """The rendezvous endpoint's port (None for an etcd backend, whose store is not an agent's)."""
+    if settings.rdzv_backend != "c10d":
+        return None
+    _host, port = parse_endpoint(settings.rdzv_endpoint, "endpoint", BACKEND_DEFAULT_PORTS["c10d"])
+    return port or None
 
 
-# Signals the kernel sends a worker for what it did itself: the OOM killer's SIGKILL, a
-# crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE), a seccomp or rlimit kill. Its peers' failures
-# follow from losing it. SIGABRT is not among them: torch's NCCL watchdog aborts a worker
-# whose peer exited ("Process group watchdog thread terminated with exception: ... remote
-# process exited", ProcessGroupNCCL.cpp), a consequence; SIGTERM and SIGINT are sent.
-_KERNEL_SIGNALS = frozenset(
-    int(getattr(signal, name))
-    for name in ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGSYS", "SIGXCPU", "SIGXFSZ")
-)
+def failure_exit_code(failures: Mapping[int, Any], record: AgentRecord, monitor_interval: float) -> int:
+    """The exit code of a launch whose workers failed for good (the report is :func:`worker_outcome`'s)."""
+    rank, _killed = fl.root_failure(failures, monitor_interval)
+    failure = failures[rank]
+    if failure.pid in record.hung:
+        return c.EXIT_HUNG
+    if fl.is_peer_loss(failure):
+        return c.EXIT_PEER_LOST
+    return report.worker_exit_code(failure.exitcode)
 
 
-# A worker's death by SIGTERM or SIGINT, directly or as a shell's 128 + N: what the agent, or
-# the worker or someone else, sent it.
-_SENT = frozenset(
-    code for sig in (signal.SIGTERM, signal.SIGINT) for code in (-int(sig), c.EXIT_SIGNAL_BASE + int(sig))
-)
+def worker_outcome(failures: Mapping[int, ProcessFailure], record: AgentRecord, monitor_interval: float) -> Outcome:
+    """The exit code and report for local workers that failed for good (torch's ``ChildFailedError``)."""
+    rank, killed = fl.root_failure(failures, monitor_interval)
+    failure = failures[rank]
+    error_file = None if failure.error_file == fl.NO_ERROR_FILE else failure.error_file
+    outcome = report.worker_failure(
+        rank,
+        local_rank=failure.local_rank,
+        exitcode=failure.exitcode,
+        pid=failure.pid,
+        error_file=error_file,
+        message=failure.message,
+    )
+    code = failure_exit_code(failures, record, monitor_interval)
+    hung = record.hung.get(failure.pid)
+    headline, details = outcome.headline, outcome.details
+    if hung is not None:
+        headline = (
+            f"worker hung: global rank {rank} (local rank {failure.local_rank}, pid {failure.pid}) did not renew "
+            f"its heartbeat for {hung.silent_for:.0f}s ({c.OPT_HANG_TIMEOUT}); the watchdog stopped it"
+        )
+        details = "its Python stacks (faulthandler, on SIGABRT) are on the worker's stderr above"
+    elif code == c.EXIT_PEER_LOST:
+        headline = (
+            f"lost a peer: global rank {rank} (local rank {failure.local_rank}, pid {failure.pid}) failed only "
+            "because a process on another node went away (its OOM kill, preemption or node loss): no evidence "
+            "against the code here"
+        )
+        reports = [f"node {node}: {text}" for node, text in sorted(record.peer_reports.items())]
+        seen = "\n".join(reports) if reports else "no other node reported a failure (its agent or node died with it)"
+        details = f"other nodes' reports:\n{seen}\n{outcome.details}"
+    unreadable = record.unreadable_error_files.get(failure.local_rank)
+    if error_file:
+        details = f"error file: {error_file}\n{details}"
+    elif unreadable is not None and hung is None:
+        # Not "wrap main in record": it did, and writing the file failed (ENOSPC).
+        details = (
+            f"its error file {unreadable} could not be read (a full disk leaves it empty or cut short): "
+            "classified by its exit code; its error is on its stderr above"
+        )
+    others = len(failures) - 1
+    if others:
+        why = (
+            f"of {others + 1} failed local workers seen at once, the one killed by a signal: the others' "
+            "errors follow from losing it"
+            if killed
+            else f"first of {others + 1} failed local workers"
+        )
+        headline = f"{headline} ({why})"
+    return Outcome(code, headline, details)
 
 
-def _cause_rank(exitcode: int) -> int:
-    """0 for a kernel's signal (directly, or as a shell's 128 + N), 1 for a worker's own exit code, 2 for the rest."""
-    signum = -exitcode if exitcode < 0 else report.shell_signal(exitcode)
-    if signum is None:
-        return 1
-    return 0 if signum in _KERNEL_SIGNALS else 2
-
-
-def root_failure(exc: ChildFailedError, monitor_interval: float) -> tuple[int, ProcessFailure, bool]:
-    """The failure to report: (global rank, failure, whether a kernel's signal was put first).
-
-    torch's ``get_first_failure`` takes the earliest timestamp, ties going to the first it
-    recorded. One poll of the agent (``SubprocessContext._poll``) records the workers found
-    dead, stops the rest with SIGTERM and records those too, after them; a worker without an
-    error file is stamped with the poll's whole second, one with an error file (``@record``)
-    with the second it raised, up to a monitor interval before. So a cause and its
-    consequences arrive together: the kernel kills one worker (the OOM killer's SIGKILL) and
-    its peers exit 1 with a connection reset; or a worker raises and its NCCL peers abort
-    (SIGABRT); or the agent's SIGTERM makes a worker exit with a code of its own (a shell
-    trap's 143). Reporting a consequence changes the operator's retry decision under its
-    ExitCode policy. So among the failures recorded by the first poll (stamped no later than
-    a second after it, or, for an error file, a monitor interval and a second after the
-    worker raised): a kernel's signal first, then a worker's own exit code, then other
-    signals (SIGABRT, SIGTERM, SIGINT), each by timestamp and then torch's order. A SIGTERM
-    or SIGINT death recorded first was not the agent's (it stops the others only after it
-    recorded a failure): a worker's own ending, like an exit code (``os.kill(os.getpid(),
-    SIGTERM)`` in a timeout handler). The agent's SIGKILL on a worker that outlived its
-    SIGTERM (torch waits 30 s) is recorded after that poll and never displaces the first
-    failure.
-    """
-    failures = exc.failures
-    recorded = {rank: index for index, rank in enumerate(failures)}
-    polled = [f.timestamp for f in failures.values() if f.error_file == _NO_ERROR_FILE]
-    # An error file not written by @record may have no stamp: torch reads 0, which says nothing.
-    raised = [f.timestamp for f in failures.values() if f.error_file != _NO_ERROR_FILE and f.timestamp > 0]
-    # When the first poll was: whole seconds (taken one after the other in one poll, they
-    # can straddle a second's boundary), at most a monitor interval after a worker raised.
-    estimates = polled + [t + math.ceil(monitor_interval) + 1 for t in raised]
-    first_poll = min(estimates) if estimates else max(f.timestamp for f in failures.values())
-    horizon = first_poll + 1
-
-    def order(rank: int) -> tuple[int, int, int]:
-        cause = _cause_rank(failures[rank].exitcode)
-        if cause == 2 and recorded[rank] == 0 and failures[rank].exitcode in _SENT:
-            cause = 1  # the agent sends SIGTERM only once it has recorded a failure: not to this one
-        return cause, failures[rank].timestamp, recorded[rank]
-
-    rank = min((r for r, f in failures.items() if f.timestamp <= horizon), key=order)
-    first, _ = exc.get_first_failure()
-    return rank, failures[rank], rank != first and order(rank)[0] == 0
-
-
-def classify(exc: BaseException, settings: LaunchSettings) -> Outcome:
+def classify(exc: BaseException, settings: LaunchSettings, record: AgentRecord | None = None) -> Outcome:
     """Map an exception out of ``elastic_launch`` to an exit code and a report."""
+    record = record if record is not None else AgentRecord()
     if isinstance(exc, UsageError):  # --nproc-per-node gpu without a GPU
         return Outcome(c.EXIT_USAGE, f"error: {exc}")
     where = f"backend {settings.rdzv_backend}, endpoint {settings.rdzv_endpoint}, run id {settings.run_id}"
     if isinstance(exc, ChildFailedError):
-        rank, failure, killed = root_failure(exc, settings.monitor_interval)
-        error_file = None if failure.error_file == _NO_ERROR_FILE else failure.error_file
-        outcome = report.worker_failure(
-            rank,
-            local_rank=failure.local_rank,
-            exitcode=failure.exitcode,
-            pid=failure.pid,
-            error_file=error_file,
-            message=failure.message,
-        )
-        if error_file:
-            outcome = Outcome(outcome.exit_code, outcome.headline, f"error file: {error_file}\n{outcome.details}")
-        others = len(exc.failures) - 1
-        if others:
-            why = (
-                f"of {others + 1} failed local workers seen at once, the one killed by a signal: the others' "
-                "errors follow from losing it"
-                if killed
-                else f"first of {others + 1} failed local workers"
-            )
-            outcome = Outcome(outcome.exit_code, f"{outcome.headline} ({why})", outcome.details)
-        return outcome
+        return worker_outcome(exc.failures, record, settings.monitor_interval)
     if isinstance(exc, SignalException):
-        code = c.EXIT_SIGNAL_BASE + int(exc.sigval)
+        name = exc.sigval.name
+        if record.barrier_signal is not None and record.succeeded:
+            return success_outcome(
+                record,
+                f"every local worker succeeded; {name} arrived while waiting in the exit barrier for the other "
+                "nodes, which are not needed any more: left it",
+            )
+        if record.starts == 0:
+            return Outcome(
+                c.EXIT_SIGNAL_BASE + int(exc.sigval),
+                f"received {name} during the rendezvous ({where}): no worker had started",
+            )
         return Outcome(
-            code,
-            f"received {exc.sigval.name}: stopped the workers ({exc.sigval.name}, then SIGKILL "
+            c.EXIT_SIGNAL_BASE + int(exc.sigval),
+            f"received {name}: stopped the workers ({name}, then SIGKILL "
             f"for any still running after {settings.shutdown_timeout}s)",
         )
     if isinstance(exc, RendezvousTimeoutError):
@@ -259,8 +268,8 @@ def classify(exc: BaseException, settings: LaunchSettings) -> Outcome:
     if isinstance(exc, RendezvousClosedError):
         return Outcome(
             c.EXIT_RENDEZVOUS_ERROR,
-            f"rendezvous closed ({where}): an agent of this run already finished, and torch "
-            "closes the run when one does; a new attempt needs a new run id",
+            f"rendezvous closed ({where}): an agent of this run ended for good (its job succeeded or failed), "
+            "and it closed the run; a retry can join once the store at the endpoint is replaced",
         )
     if isinstance(exc, (RendezvousError, dist.DistNetworkError, dist.DistStoreError)):
         cause = exc.__cause__
@@ -276,6 +285,24 @@ def classify(exc: BaseException, settings: LaunchSettings) -> Outcome:
         else f"run with {c.OPT_DEBUG} or {c.ENV_DEBUG}=1 for the traceback"
     )
     return Outcome(c.EXIT_AGENT_ERROR, f"agent error: {type(exc).__name__}: {exc}", details)
+
+
+def success_outcome(record: AgentRecord, why: str = "") -> Outcome:
+    """Exit 0, with what the report should still say (a crash at teardown, an early exit barrier)."""
+    notes = [why] if why else []
+    if record.teardown:
+        rank, _killed = fl.root_failure(record.teardown, 0)
+        failure = record.teardown[rank]
+        notes.append(
+            f"global rank {rank} (local rank {failure.local_rank}, pid {failure.pid}) {fl.describe_end(failure)}, "
+            "after every other node's workers had succeeded: taken as a crash at teardown of a job that trained "
+            "to the end"
+        )
+    if record.barrier_left:
+        notes.append(f"left the exit barrier before every node arrived: {record.barrier_left}")
+    if not notes:
+        return Outcome(0)
+    return Outcome(0, "succeeded; " + notes[0], "\n".join(notes[1:]))
 
 
 def write_result(settings: LaunchSettings, results: dict[int, Any]) -> Outcome:
@@ -327,8 +354,8 @@ def current_umask() -> int:
 
 
 def emit(outcome: Outcome, settings: LaunchSettings) -> None:
-    """Report a failure on stderr and in the termination log."""
-    if outcome.exit_code == 0:
+    """Report an outcome that has something to say on stderr and in the termination log."""
+    if outcome.exit_code == 0 and not outcome.headline:
         return
     say(outcome.headline)
     if outcome.details:
@@ -340,7 +367,21 @@ def emit(outcome: Outcome, settings: LaunchSettings) -> None:
     )
 
 
-def _launch(settings: LaunchSettings) -> Outcome:
+def finish(settings: LaunchSettings, seen: AgentRecord, results: dict[int, Any], why: str = "") -> Outcome:
+    """A successful launch's outcome: the result written, and what the report should say."""
+    # A worker that crashed at teardown returned nothing (the agent filled in None for it).
+    results = {rank: value for rank, value in results.items() if rank not in seen.teardown}
+    written = write_result(settings, results)
+    if written.exit_code != 0:
+        return written
+    outcome = success_outcome(seen, why)
+    if settings.result_path is not None and 0 in seen.ranks and 0 not in results:
+        lost = f"{c.OPT_RESULT} not written: global rank 0 ran here but its return value was lost with it"
+        outcome = Outcome(0, outcome.headline or f"succeeded; {lost}", f"{outcome.details}\n{lost}".strip("\n"))
+    return outcome
+
+
+def _launch(settings: LaunchSettings, seen: AgentRecord) -> Outcome:
     nproc, counted = resolve_nproc(settings.nproc_per_node, probe_accelerators)
     if isinstance(settings.nproc_per_node, str):
         say(f"{c.OPT_NPROC_PER_NODE} {settings.nproc_per_node}: {nproc} worker(s), from the {counted}")
@@ -352,13 +393,14 @@ def _launch(settings: LaunchSettings) -> Outcome:
         f"run id {settings.run_id}: nnodes {settings.nnodes}, {nproc} worker(s) per node, "
         f"{settings.rdzv_backend} rendezvous at {settings.rdzv_endpoint}, "
         f"max_restarts {settings.max_restarts}"
+        + (f", hang timeout {settings.hang_timeout}s (${c.ENV_HEARTBEAT_FILE})" if settings.hang_timeout else "")
     )
     # With TORCHELASTIC_ERROR_FILE set (a launcher above us asked for it), torch's record
     # copies the root cause there; without it, record would only log that it has nowhere
     # to copy to.
     launch = record(_launch_agent) if os.environ.get("TORCHELASTIC_ERROR_FILE") else _launch_agent
-    results = launch(config, entrypoint, args)
-    return write_result(settings, results or {})
+    results = launch(config, entrypoint, args, seen, settings)
+    return finish(settings, seen, results or {})
 
 
 def run_launch(settings: LaunchSettings) -> int:
@@ -374,10 +416,13 @@ def run_launch(settings: LaunchSettings) -> int:
         return outcome.exit_code
     install_signal_handlers()
     subreaper = reaper.become_subreaper()
+    seen = AgentRecord()
     try:
-        outcome = _launch(settings)
+        outcome = _launch(settings, seen)
     except Exception as e:  # every way out becomes an exit code and a report
-        outcome = classify(e, settings)
+        outcome = classify(e, settings, seen)
+        if outcome.exit_code == 0:  # a signal in the exit barrier after every worker succeeded
+            outcome = finish(settings, seen, seen.return_values, outcome.headline.removeprefix("succeeded; "))
     emit(outcome, settings)
     sweep_leftovers(settings, subreaper)
     return outcome.exit_code

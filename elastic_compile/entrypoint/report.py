@@ -123,17 +123,48 @@ def worker_failure(
     return Outcome(code, headline, details)
 
 
+#: Of a cut message, at most this much of its head is the exception's summary (where it was
+#: raised and how its text starts); the rest of the room goes to the end of the text.
+_SUMMARY_SHARE: Final = 4
+
+
 def fit_termination_message(text: str, limit: int = TERMINATION_LOG_LIMIT) -> str:
-    """``text`` cut to ``limit`` UTF-8 bytes, keeping the first line and as much of the end as fits."""
+    """``text`` cut to ``limit`` UTF-8 bytes: the first line, the exception's summary, and as much of the end as fits.
+
+    A traceback ends with ``Type: message``; a long message (a 200 KB exception) pushed the
+    type and the place it was raised out of the kept tail. So when ``text`` holds a Python
+    traceback, the head keeps its innermost ``File "...", line N, in f`` and the start of
+    its exception line too.
+    """
     data = text.encode()
     if len(data) <= limit:
         return text
     head, _, _rest = text.partition("\n")
+    summary = _traceback_summary(text)
+    if summary:
+        head = f"{head}\n{_cut(summary, limit // _SUMMARY_SHARE)}"
     head_b = head.encode()[: limit // 2]
     room = limit - len(head_b) - len(_ELLIPSIS.encode())
     tail = data[len(data) - room :]
     # A cut in the middle of a multi-byte character would leave invalid UTF-8; drop it.
     return head_b.decode(errors="ignore") + _ELLIPSIS + tail.decode(errors="ignore")
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` UTF-8 bytes at a character boundary."""
+    return text.encode()[:limit].decode(errors="ignore")
+
+
+def _traceback_summary(text: str) -> str:
+    """The innermost frame of the last traceback in ``text`` and the exception line after it ("" if none)."""
+    lines = text.split("\n")
+    frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    if not frames:
+        return ""
+    last = frames[-1]
+    # After the frame: its source line and caret markers (indented), then "Type: message".
+    exception = next((line for line in lines[last + 1 :] if line and not line.startswith(" ")), "")
+    return f"{lines[last].strip()}\n{exception}".rstrip("\n")
 
 
 # Environment variables whose values may appear in a report as they are: set by the operator,

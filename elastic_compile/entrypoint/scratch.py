@@ -14,10 +14,12 @@ Pure standard library.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from elastic_compile import contract as c
 from elastic_compile.entrypoint.settings import UsageError
@@ -34,13 +36,37 @@ class Scratch:
     notes: tuple[str, ...] = ()
 
 
+#: Free space a scratch directory needs. Creating a directory needs none, so a full disk
+#: passed the old check; then torch's ``record`` wrote an empty ``error.json`` and the agent
+#: failed on it (exit 203, retryable, the user's error lost). Error files with long
+#: tracebacks take hundreds of KiB; 1 MiB leaves room for a few and for the workers' tempfiles.
+MIN_FREE_BYTES: Final = 1024 * 1024
+#: Bytes actually written by the probe: statvfs does not see a quota, a write does.
+PROBE_BYTES: Final = 64 * 1024
+
+
 def _unwritable(directory: str) -> str | None:
-    """Why ``directory`` cannot hold our files, or None when a directory could be created in it."""
+    """Why ``directory`` cannot hold our files, or None when it can (a directory and some data fit)."""
     try:
         probe = tempfile.mkdtemp(prefix=".elastic-launch-probe-", dir=directory)
     except OSError as e:
         return e.strerror or type(e).__name__
-    os.rmdir(probe)
+    try:
+        fs = os.statvfs(probe)
+        free = fs.f_bavail * fs.f_frsize
+        if free < MIN_FREE_BYTES:
+            return f"{free // 1024} KiB free, less than the {MIN_FREE_BYTES // 1024} KiB needed"
+        with open(os.path.join(probe, "probe"), "wb") as f:
+            f.write(bytes(PROBE_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(probe, "probe"))
+        with contextlib.suppress(OSError):
+            os.rmdir(probe)
     return None
 
 

@@ -144,6 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"SIGTERM grace before SIGKILL; default {DEFAULT_SHUTDOWN_TIMEOUT}",
     )
+    p.add_argument(
+        c.OPT_HANG_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop a worker whose heartbeat file (${c.ENV_HEARTBEAT_FILE}) is older than this as hung "
+        f"(exit {c.EXIT_HUNG}); default off",
+    )
     p.add_argument(c.OPT_LOCAL_ADDR, metavar="ADDR", help=f"this node's address; default ${c.ENV_POD_IP}")
     p.add_argument(c.OPT_LOG_DIR, metavar="DIR", help="worker logs and error files; default a temp dir")
     p.add_argument(c.OPT_FUNCTION, metavar="MODULE:FUNCTION", help="run a function in each worker")
@@ -298,6 +304,8 @@ class LaunchSettings:
     monitor_interval: float
     start_method: str
     shutdown_timeout: int
+    # --hang-timeout: seconds a worker may go without renewing its heartbeat file; None: off.
+    hang_timeout: int | None
     local_addr: str | None
     log_dir: str | None
     # Function mode: "module:function" and its string arguments. Script mode: function is
@@ -477,6 +485,9 @@ def resolve_parsed(
         DEFAULT_SHUTDOWN_TIMEOUT,
     )
     start_method = r.option("start_method", c.OPT_START_METHOD, str, DEFAULT_START_METHOD)
+    hang_timeout: int | None = r.option(
+        "hang_timeout", c.OPT_HANG_TIMEOUT, lambda t: parse_timeout(t, c.OPT_HANG_TIMEOUT), None
+    )
 
     function, command_t = _resolve_entrypoint(opts, command, check_function)
     if opts.result is not None:
@@ -499,6 +510,7 @@ def resolve_parsed(
         monitor_interval=monitor_interval,
         start_method=start_method,
         shutdown_timeout=shutdown_timeout,
+        hang_timeout=hang_timeout,
         local_addr=local_addr,
         log_dir=opts.log_dir,
         function=function,

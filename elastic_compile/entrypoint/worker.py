@@ -38,7 +38,30 @@ def call_function(target: str, *args: str) -> Any:
     from torch.distributed.elastic.multiprocessing.errors import record
 
     reset_signal_handlers()
-    return record(load_function(target))(*args)
+    return record(_call_checked)(target, *args)
+
+
+def _call_checked(target: str, *args: str) -> Any:
+    """``target(*args)``, failing here, under ``record``, if the agent could not receive its value.
+
+    torch sends the value through a multiprocessing queue after ``record`` has returned
+    (``_wrap`` in torch/distributed/elastic/multiprocessing/api.py): a value that does not
+    pickle failed there, with no error file, and the report advised wrapping main in
+    ``record``, which it was.
+    """
+    # Imported here: multiprocessing's modules register __mp_main__, which the agent's light
+    # import path must not (tests/entrypoint/test_launch_cli.py).
+    from multiprocessing.reduction import ForkingPickler
+
+    value = load_function(target)(*args)
+    try:
+        ForkingPickler.dumps(value)  # what the queue does with it
+    except Exception as e:
+        raise TypeError(
+            f"{target} returned a {type(value).__name__}, which cannot be sent to the agent ({type(e).__name__}: {e}); "
+            "return plain data (numbers, strings, lists, dicts) or None"
+        ) from None  # the pickler's own error is in the message
+    return value
 
 
 def reset_signal_handlers() -> None:

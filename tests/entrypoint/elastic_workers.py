@@ -122,6 +122,22 @@ def raise_error(message: str) -> None:
     time.sleep(60)
 
 
+def raise_now(message: str) -> None:
+    """Every rank raises ``ValueError(message)`` at once."""
+    raise ValueError(message)
+
+
+def fill_and_raise(directory: str) -> None:
+    """Fill the disk under ``directory``, then fail with an error of the worker's own."""
+    try:
+        with (Path(directory) / f"ballast.{os.environ['RANK']}").open("wb") as f:
+            while True:
+                f.write(bytes(65536))
+                f.flush()
+    except OSError as e:
+        raise RuntimeError(f"the disk is full: {e}") from None
+
+
 def exit_with(code: str) -> None:
     """Rank 1 exits with ``code`` (or kills itself with signal ``-code``)."""
     if _env_int("RANK") == 1:
@@ -191,6 +207,82 @@ def detach(out_dir: str, then: str = "return") -> str:
 
 def return_unserializable() -> object:
     return {1, 2}
+
+
+def return_unpicklable() -> object:
+    """A value that cannot even reach the agent (multiprocessing pickles it)."""
+    import threading
+
+    return threading.Lock()
+
+
+# Faults a cluster produces, injected by one pod's worker (tests/entrypoint/test_launch_faults.py,
+# tests/localrun/test_run_faults.py).
+FAULTS = ("sigkill", "preempt", "exit3", "teardown", "hang", "hold")
+
+
+def _pod() -> str:
+    """This pod's name: what the compiler's downward API gives (or the kubelet's HOSTNAME under run)."""
+    return os.environ.get("ELASTIC_LAUNCH_POD_NAME") or os.environ.get("HOSTNAME", "")
+
+
+def _once(out_dir: str) -> bool:
+    """True for the first caller only, across restarts and recreated pods (a file made with O_EXCL)."""
+    try:
+        os.close(os.open(Path(out_dir) / "fault-done", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+def fault(out_dir: str, kind: str, pod: str, steps: str = "6") -> str:
+    """All-reduce ``steps`` times; the first time, pod ``pod``'s local rank 0 injects ``kind`` at step 2.
+
+    * ``sigkill``: the worker is SIGKILLed (the OOM killer);
+    * ``preempt``: its agent gets SIGTERM (the pod is deleted or preempted);
+    * ``exit3``: ``os._exit(3)``, an exit of its own;
+    * ``teardown``: after the last step and ``destroy_process_group``, SIGSEGV (a crash at teardown);
+    * ``hang``: it stops renewing its heartbeat and sleeps (stuck in data loading);
+    * ``hold``: after the last step it writes ``<pod>.finished`` and returns only once the file
+      ``release`` exists in ``out_dir``.
+
+    Every worker renews ``$ELASTIC_LAUNCH_HEARTBEAT_FILE`` each step when it is set, logs each
+    step to ``<pod>.log`` and returns its pod's name.
+    """
+    if kind not in FAULTS:
+        raise ValueError(f"unknown fault {kind}")
+    mine = _pod() == pod and os.environ["LOCAL_RANK"] == "0"
+    beat = os.environ.get("ELASTIC_LAUNCH_HEARTBEAT_FILE")
+    dist.init_process_group("gloo")
+    armed = False
+    for step in range(int(steps)):
+        if beat:
+            Path(beat).touch()
+        t = torch.ones(1)
+        dist.all_reduce(t)
+        with (Path(out_dir) / f"{_pod()}.log").open("a") as f:
+            f.write(f"rank {dist.get_rank()} step {step} world {int(t.item())}\n")
+        if step == 2 and mine and kind not in ("teardown", "hold"):
+            armed = _once(out_dir)
+        if armed and kind == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if armed and kind == "preempt":
+            os.kill(os.getppid(), signal.SIGTERM)  # the agent: it stops this worker in turn
+            time.sleep(120)
+        if armed and kind == "exit3":
+            os._exit(3)
+        if armed and kind == "hang":
+            time.sleep(600)
+        time.sleep(0.1)
+    dist.destroy_process_group()
+    if mine and kind == "teardown" and _once(out_dir):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if mine and kind == "hold":
+        (Path(out_dir) / f"{_pod()}.finished").write_text("")
+        deadline = time.monotonic() + 300
+        while not (Path(out_dir) / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return _pod()
 
 
 def main() -> None:

@@ -26,11 +26,13 @@ from torch.distributed.elastic.rendezvous import (
 
 from elastic_compile import contract as c
 from elastic_compile.entrypoint import LaunchSettings, resolve_settings
+from elastic_compile.entrypoint.agent import AgentRecord, HungWorker
 from elastic_compile.entrypoint.launch import (
     apply_environment,
     build_launch_config,
     classify,
     entrypoint_and_args,
+    finish,
     write_result,
 )
 from elastic_compile.entrypoint.report import (
@@ -301,9 +303,27 @@ def connection_error() -> RendezvousConnectionError:
     ids=["timeout", "closed", "connection", "state", "store", "sigterm", "sigint", "agent"],
 )
 def test_agent_exceptions_map_to_exit_codes(exc: BaseException, code: int, headline: str) -> None:
-    outcome = classify(exc, settings())
+    outcome = classify(exc, settings(), AgentRecord(starts=1))
     assert outcome.exit_code == code
     assert outcome.headline.startswith(headline)
+
+
+def test_a_signal_during_the_rendezvous_says_no_worker_started() -> None:
+    outcome = classify(SignalException("got signal", sigval=signal.SIGTERM), settings(), AgentRecord(starts=0))
+    assert outcome.exit_code == 143
+    assert outcome.headline.startswith("received SIGTERM during the rendezvous (backend c10d")
+    assert outcome.headline.endswith("no worker had started")
+
+
+def test_a_signal_in_the_exit_barrier_after_every_worker_succeeded_is_a_success() -> None:
+    """The pod's work is done; SIGTERM only ends its wait for the others (issue 31, class 6)."""
+    seen = AgentRecord(starts=1, succeeded=True, barrier_signal=signal.SIGTERM)
+    outcome = classify(SignalException("got signal", sigval=signal.SIGTERM), settings(), seen)
+    assert outcome.exit_code == 0
+    assert outcome.headline == (
+        "succeeded; every local worker succeeded; SIGTERM arrived while waiting in the exit barrier for the "
+        "other nodes, which are not needed any more: left it"
+    )
 
 
 def test_connection_error_names_its_cause() -> None:
@@ -403,3 +423,131 @@ def test_load_function() -> None:
     assert load_function("collections:OrderedDict.fromkeys")(["a"]) == {"a": None}
     with pytest.raises(TypeError, match=r"^os:sep is a str, not a function$"):
         load_function("os:sep")
+
+
+# ------------------------------------------------------------------------- a peer's loss, hangs, teardown
+
+GLOO_PEER_GONE = (
+    "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+    "[127.0.0.1]:2740. This is typically caused by a remote worker crashing."
+)
+
+
+def error_file_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: BaseException, name: str) -> str:
+    """The error file torch's @record writes for ``exc``, as a worker's."""
+    path = tmp_path / f"{name}.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+
+    def fail() -> None:
+        raise exc
+
+    with pytest.raises(type(exc)):
+        record(fail)()
+    monkeypatch.delenv("TORCHELASTIC_ERROR_FILE")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("exc", "code"),
+    [
+        (RuntimeError(GLOO_PEER_GONE), c.EXIT_PEER_LOST),
+        (RuntimeError("Read error [127.0.0.1]:4021: Connection reset by peer"), c.EXIT_PEER_LOST),
+        (dist.DistNetworkError("Failed to recv, got 0 bytes. Connection was likely closed."), c.EXIT_PEER_LOST),
+        (dist.DistBackendError("NCCL error: ncclRemoteError: A call failed possibly due to a network error"), 204),
+        # Not evidence of a lost peer: a wait that timed out, a refused connection, the code's own error.
+        (dist.DistStoreError("wait timeout after 30000ms, keys: /x"), 1),
+        (RuntimeError("Connection refused"), 1),
+        (ValueError("Connection closed by peer, said the user"), 1),
+    ],
+    ids=["gloo-closed", "gloo-reset", "store-connection", "nccl-remote", "store-timeout", "refused", "user-text"],
+)
+def test_only_a_peers_loss_gets_the_retryable_peer_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: BaseException, code: int
+) -> None:
+    failure = ProcessFailure(local_rank=0, pid=7, exitcode=1, error_file=error_file_of(tmp_path, monkeypatch, exc, "e"))
+    outcome = classify(ChildFailedError("train", {0: failure}), settings(), AgentRecord(starts=1))
+    assert outcome.exit_code == code
+    assert outcome.headline.startswith("lost a peer: global rank 0") == (code == c.EXIT_PEER_LOST)
+
+
+def test_a_lost_peer_report_names_what_the_other_nodes_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    error_file = error_file_of(tmp_path, monkeypatch, RuntimeError(GLOO_PEER_GONE), "e")
+    failure = ProcessFailure(local_rank=0, pid=7, exitcode=1, error_file=error_file)
+    seen = AgentRecord(starts=1, peer_reports={1: "global rank 1 exited with code 2"})
+    outcome = classify(ChildFailedError("train", {0: failure}), settings(), seen)
+    assert outcome.exit_code == 204
+    assert outcome.details.startswith(f"error file: {error_file}\nother nodes' reports:\nnode 1: global rank 1 exited")
+    alone = classify(ChildFailedError("train", {0: failure}), settings(), AgentRecord(starts=1)).details
+    assert "no other node reported a failure (its agent or node died with it)" in alone
+
+
+def test_a_local_workers_own_exit_beats_its_peers_lost_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 1's sys.exit(2) on this node; rank 0 then fails on the closed connection, recorded first."""
+    peer = failed(0, 1, 0, error_file=error_file_of(tmp_path, monkeypatch, RuntimeError(GLOO_PEER_GONE), "e"))
+    now = peer.timestamp  # the second it raised; the agent's poll found the others in the same second
+    outcome = classify(ChildFailedError("train", {0: peer, 1: failed(1, 2, now)}), settings(), AgentRecord(starts=1))
+    assert outcome.exit_code == 2 and "global rank 1" in outcome.headline
+    # Next to the agent's SIGTERM on a third worker the lost peer is still the cause.
+    outcome = classify(ChildFailedError("train", {0: peer, 2: failed(2, -15, now)}), settings(), AgentRecord(starts=1))
+    assert outcome.exit_code == 204 and "global rank 0" in outcome.headline
+
+
+def test_a_hung_worker_exits_124_permanent() -> None:
+    failure = failed(3, -6, 1_700_000_000)
+    seen = AgentRecord(starts=1, hung={failure.pid: HungWorker(3, 3, failure.pid, 42.0, 0.0)})
+    outcome = classify(ChildFailedError("train", {3: failure}), settings(), seen)
+    assert outcome.exit_code == c.EXIT_HUNG == 124
+    assert outcome.headline == (
+        f"worker hung: global rank 3 (local rank 3, pid {failure.pid}) did not renew its heartbeat for 42s "
+        "(--hang-timeout); the watchdog stopped it"
+    )
+
+
+def test_an_unreadable_error_file_keeps_the_workers_exit_and_says_why() -> None:
+    failure = failed(0, 1, 1_700_000_000)
+    seen = AgentRecord(starts=1, unreadable_error_files={0: "/tmp/x/attempt_0/0/error.json"})
+    outcome = classify(ChildFailedError("train", {0: failure}), settings(), seen)
+    assert outcome.exit_code == 1
+    assert outcome.details == (
+        "its error file /tmp/x/attempt_0/0/error.json could not be read (a full disk leaves it empty or cut short): "
+        "classified by its exit code; its error is on its stderr above"
+    )
+
+
+def test_a_crash_at_teardown_after_every_other_node_finished_is_a_success_with_a_report(tmp_path: Path) -> None:
+    crashed = failed(1, -11, 1_700_000_000)
+    seen = AgentRecord(starts=1, succeeded=True, teardown={1: crashed}, ranks=(0, 1))
+    outcome = finish(function_settings(tmp_path), seen, {0: {"loss": 0.5}, 1: None})
+    assert outcome.exit_code == 0
+    assert outcome.headline == (
+        f"succeeded; global rank 1 (local rank 1, pid {crashed.pid}) was killed by SIGSEGV, after every other "
+        "node's workers had succeeded: taken as a crash at teardown of a job that trained to the end"
+    )
+    assert json.loads((tmp_path / "r.json").read_text()) == {"loss": 0.5}
+    # Rank 0 itself crashed: its value is lost, and --result says so instead of writing null.
+    (tmp_path / "r.json").unlink()
+    seen = AgentRecord(starts=1, succeeded=True, teardown={0: failed(0, -11, 1_700_000_000)}, ranks=(0, 1))
+    outcome = finish(function_settings(tmp_path), seen, {0: None, 1: None})
+    assert outcome.exit_code == 0 and not (tmp_path / "r.json").exists()
+    assert outcome.details == "--result not written: global rank 0 ran here but its return value was lost with it"
+
+
+def test_a_huge_exception_keeps_its_type_and_place_in_the_termination_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 200 KB message: the head keeps where it was raised and how it starts, the tail how it ends."""
+    exc = RuntimeError("start " + "x" * 200_000 + " end")
+    failure = ProcessFailure(local_rank=0, pid=7, exitcode=1, error_file=error_file_of(tmp_path, monkeypatch, exc, "e"))
+    outcome = classify(ChildFailedError("train", {0: failure}), settings(), AgentRecord(starts=1))
+    fitted = fit_termination_message(outcome.text)
+    assert len(fitted.encode()) <= TERMINATION_LOG_LIMIT
+    head, _, tail = fitted.partition("\n[...]\n")
+    lines = head.split("\n")
+    assert lines[0] == "worker failed: global rank 0 (local rank 0, pid 7) exited with code 1"
+    assert lines[1].startswith('File "') and lines[1].endswith(", in fail")
+    assert lines[2].startswith("RuntimeError: start xxx")
+    assert tail.endswith("x end")

@@ -1,0 +1,285 @@
+"""The faults clusters produce, on real ``elastic-launch`` agents (issue 31): gloo, c10d on 127.0.0.1.
+
+Two agents play two pods (``pod-a`` hosts the rendezvous store, ``pod-b`` holds global rank
+1), each with its own termination log. A worker of one pod injects the fault
+(``elastic_workers.fault``): an OOM kill, a preemption, an exit of its own, a crash at
+teardown, a hang. Each test asserts every agent's exit code (what the operator's ExitCode
+policy then does: 1-127 fails the job, 128 and above recreates the pod) and the report in
+its termination log. What the operator does next is played by ``elastic-compile run`` in
+tests/localrun/test_run_faults.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from launch_helpers import FAST, PYTHON, Agent, Launcher, free_port, wait_for
+
+from elastic_compile import contract as c
+
+pytestmark = pytest.mark.slow
+
+# A C++ stack trace that torch's TCPStore client printed when its store's host had gone.
+CPP_TRACE = "Exception raised from"
+
+
+def pod_env(port: int, run_id: str, pod: str, ip: str) -> dict[str, str]:
+    """What the operator and the downward API give one pod of a 2-node job."""
+    return {
+        c.PET_NNODES: "2",
+        c.PET_NPROC_PER_NODE: "1",
+        c.PET_RDZV_BACKEND: "c10d",
+        c.PET_RDZV_ENDPOINT: f"127.0.0.1:{port}",
+        c.PET_RDZV_ID: run_id,
+        c.ENV_POD_NAME: pod,
+        c.ENV_POD_IP: ip,
+    }
+
+
+def two_pods(
+    launcher: Launcher, tmp_path: Path, kind: str, pod: str, *, max_restarts: int = 0
+) -> tuple[Agent, Agent, Path]:
+    """Start pod-a (the store's host, global rank 0) and pod-b (global rank 1); ``pod`` injects ``kind``."""
+    out = tmp_path / "out"
+    out.mkdir()
+    port, run_id = free_port(), f"faults-{uuid.uuid4().hex[:8]}"
+
+    def args(name: str) -> list[str]:
+        return [
+            *FAST,
+            "--max-restarts",
+            str(max_restarts),
+            "--termination-log",
+            str(tmp_path / f"{name}.term"),
+            "--function",
+            "elastic_workers:fault",
+            "--",
+            str(out),
+            kind,
+            pod,
+        ]
+
+    a = launcher.start(args("pod-a"), pod_env(port, run_id, "pod-a", "127.0.0.1"), name="pod-a")
+    wait_for(lambda: _listening(port) or a.proc.poll() is not None, 60, "pod-a's rendezvous store")
+    b = launcher.start(args("pod-b"), pod_env(port, run_id, "pod-b", "127.0.0.2"), name="pod-b")
+    return a, b, out
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def term(tmp_path: Path, name: str) -> str:
+    path = tmp_path / f"{name}.term"
+    return path.read_text() if path.exists() else ""
+
+
+# ---------------------------------------------------------------------------- class 1: a peer's loss
+
+
+# pod-b's fault: its exit code, how its report's first line ends, what pod-a's report quotes from it.
+PEER_FAULTS = {
+    "sigkill": (137, ") was killed by SIGKILL", "global rank 1 was killed by SIGKILL"),
+    "preempt": (
+        143,
+        "received SIGTERM: stopped the workers (SIGTERM, then SIGKILL for any still running after 30s)",
+        "received SIGTERM: its pod is being deleted or preempted",
+    ),
+    "exit3": (3, ") exited with code 3", "global rank 1 exited with code 3"),
+}
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", list(PEER_FAULTS), ids=["oom-kill", "preemption", "own-exit"])
+def test_a_survivor_of_a_peers_loss_exits_retryable_and_names_the_cause(
+    launcher: Launcher, tmp_path: Path, kind: str
+) -> None:
+    """max_restarts 0: the survivor used to exit 1 (permanent) on "Connection closed by peer"."""
+    b_code, b_line, b_published = PEER_FAULTS[kind]
+    a, b, _out = two_pods(launcher, tmp_path, kind, "pod-b")
+    assert b.wait(150) == b_code, b.stderr
+    assert a.wait(60) == c.EXIT_PEER_LOST == 204, a.stderr
+    b_first = term(tmp_path, "pod-b").partition("\n")[0]
+    assert b_first.endswith(b_line), b_first
+    if b_code != 143:
+        assert b_first.startswith("elastic-launch: worker failed: global rank 1 (local rank 0, pid "), b_first
+    a_term = term(tmp_path, "pod-a")
+    assert a_term.startswith("elastic-launch: lost a peer: global rank 0 (local rank 0, pid "), a_term
+    assert a_term.partition("\n")[0].endswith(
+        "failed only because a process on another node went away (its OOM kill, preemption or node loss): "
+        "no evidence against the code here"
+    )
+    assert f"other nodes' reports:\nnode 1: {b_published}\n" in a_term
+    assert "Connection closed by peer" in a_term or "Connection reset by peer" in a_term
+
+
+# ---------------------------------------------------------------------------- class 2: a crash at teardown
+
+
+@pytest.mark.timeout(180)
+def test_a_crash_at_teardown_after_every_node_finished_ends_both_pods_succeeded(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """pod-b's worker segfaults after destroy_process_group: it trained to the end, both exit 0 at once.
+
+    pod-a used to wait 300 s in the exit barrier while pod-b's agent failed (or restarted into a
+    rendezvous nobody joined), and ExitCode recreated pod-b into a closed run again and again.
+    """
+    a, b, out = two_pods(launcher, tmp_path, "teardown", "pod-b", max_restarts=1)
+    assert b.wait(150) == 0, b.stderr
+    assert a.wait(60) == 0, a.stderr
+    assert (out / "fault-done").exists()  # the crash happened
+    assert term(tmp_path, "pod-b").startswith("elastic-launch: succeeded; global rank 1 (local rank 0, pid "), term(
+        tmp_path, "pod-b"
+    )
+    assert term(tmp_path, "pod-b").endswith(
+        "was killed by SIGSEGV, after every other node's workers had succeeded: taken as a crash at teardown of a "
+        "job that trained to the end"
+    )
+    assert term(tmp_path, "pod-a") == ""  # nothing to report
+    assert "restart" not in (out / "pod-b.log").read_text()  # one attempt: the agent did not restart it
+    for agent in (a, b):
+        assert CPP_TRACE not in agent.stderr, agent.stderr
+
+
+# ---------------------------------------------------------------------------- class 3: SIGTERM in the exit barrier
+
+
+@pytest.mark.timeout(180)
+def test_sigterm_in_the_exit_barrier_ends_the_pod_at_once_succeeded(launcher: Launcher, tmp_path: Path) -> None:
+    """pod-b's workers are done and it waits for pod-a, whose worker holds on; SIGTERM ends pod-b's wait.
+
+    torch waits in one C++ store call (up to 300 s) where a Python signal handler cannot run;
+    a pod exited 60 s after SIGTERM, past its grace period. No clock here: pod-a's worker is
+    held until the test releases it, so pod-b can only have exited by leaving the barrier.
+    """
+    a, b, out = two_pods(launcher, tmp_path, "hold", "pod-a")
+    waiting = "every local worker succeeded: waiting for the other nodes in the exit barrier"
+    wait_for(lambda: waiting in b.stderr or b.proc.poll() is not None, 150, "pod-b in the exit barrier")
+    assert (out / "pod-a.finished").exists() or a.proc.poll() is None  # pod-a's worker is held
+    b.proc.send_signal(signal.SIGTERM)
+    assert b.wait(60) == 0, b.stderr
+    assert not (out / "release").exists() and a.proc.poll() is None  # pod-a still waits: no barrier held pod-b
+    assert term(tmp_path, "pod-b") == (
+        "elastic-launch: succeeded; every local worker succeeded; SIGTERM arrived while waiting in the exit barrier "
+        "for the other nodes, which are not needed any more: left it"
+    )
+    (out / "release").write_text("")
+    assert a.wait(60) == 0, a.stderr
+    assert CPP_TRACE not in a.stderr, a.stderr
+
+
+# ---------------------------------------------------------------------------- class 4: a full temp directory
+
+
+def _unshare_tmpfs(directory: Path, size: str, fill: bool) -> tuple[str, ...]:
+    """A command prefix: a private mount namespace with a ``size`` tmpfs at ``directory`` (full if ``fill``)."""
+    script = f'mount -t tmpfs -o size={size} tmpfs "{directory}" && '
+    if fill:
+        script += f'(cat /dev/zero > "{directory}/ballast" 2>/dev/null; true) && '
+    script += 'exec "$@"'
+    namespace = ("unshare", "-Urm", "--propagation", "private", "sh", "-c", script, "sh")
+    return (*namespace, PYTHON, "-m", "elastic_compile.entrypoint")
+
+
+def _can_mount_tmpfs() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True, check=False
+    )
+    return probe.returncode == 0
+
+
+needs_tmpfs = pytest.mark.skipif(not _can_mount_tmpfs(), reason="cannot mount a tmpfs in a user namespace here")
+
+
+@needs_tmpfs
+@pytest.mark.timeout(120)
+def test_a_full_temp_directory_is_skipped_and_the_users_error_kept(launcher: Launcher, tmp_path: Path) -> None:
+    """$TMPDIR is a full tmpfs: creating a directory there works, writing an error file does not."""
+    full = tmp_path / "full"
+    full.mkdir()
+    agent = launcher.run(
+        [*FAST, "--termination-log", str(tmp_path / "term"), "--function", "elastic_workers:raise_now", "--", "x"],
+        env={"TMPDIR": str(full)},
+        program=_unshare_tmpfs(full, "256k", fill=True),
+        timeout=100,
+    )
+    assert agent.proc.returncode == 1, agent.stderr
+    assert f"not writable: {full} (0 KiB free, less than the 1024 KiB needed)" in agent.stderr
+    report = (tmp_path / "term").read_text()
+    assert report.startswith("elastic-launch: worker failed: global rank 0 (local rank 0, pid ")
+    assert report.endswith("ValueError: x")  # the user's error, from its error file in the next directory
+
+
+@needs_tmpfs
+@pytest.mark.timeout(120)
+def test_an_error_file_a_full_disk_cut_short_is_classified_by_the_workers_exit(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """The worker fills the log directory's disk, then raises: its error.json stays empty (exit 203 before)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    args = [*FAST, "--log-dir", str(logs), "--termination-log", str(tmp_path / "term")]
+    agent = launcher.run(
+        [*args, "--function", "elastic_workers:fill_and_raise", "--", str(logs)],
+        program=_unshare_tmpfs(logs, "2m", fill=False),
+        timeout=100,
+    )
+    assert agent.proc.returncode == 1, agent.stderr
+    report = (tmp_path / "term").read_text()
+    assert report.startswith("elastic-launch: worker failed: global rank 0 (local rank 0, pid "), report
+    assert report.endswith(
+        "could not be read (a full disk leaves it empty or cut short): classified by its exit code; its error is "
+        "on its stderr above"
+    )
+    assert "RuntimeError: the disk is full" in agent.stderr  # the user's error, as the worker printed it
+
+
+# ---------------------------------------------------------------------------- class 5: a hang
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_stops_its_heartbeat_is_stopped_as_hung(launcher: Launcher, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    args = [*FAST, "--hang-timeout", "1", "--termination-log", str(tmp_path / "term")]
+    agent = launcher.run(
+        [*args, "--function", "elastic_workers:fault", "--", str(out), "hang", "pod-a"],
+        env={c.ENV_POD_NAME: "pod-a"},
+        timeout=100,
+    )
+    assert agent.proc.returncode == c.EXIT_HUNG == 124, agent.stderr
+    assert "has not renewed its heartbeat for" in agent.stderr
+    assert 'File "' in agent.stderr and "in fault" in agent.stderr  # faulthandler's stacks, on SIGABRT
+    report = (tmp_path / "term").read_text()
+    assert report.startswith("elastic-launch: worker hung: global rank 0 (local rank 0, pid "), report
+    assert "(--hang-timeout); the watchdog stopped it" in report.partition("\n")[0]
+
+
+# ---------------------------------------------------------------------------- class 6: reports
+
+
+@pytest.mark.timeout(60)
+def test_an_unpicklable_return_value_is_the_functions_error(launcher: Launcher, tmp_path: Path) -> None:
+    agent = launcher.run(
+        [*FAST, "--termination-log", str(tmp_path / "term"), "--function", "elastic_workers:return_unpicklable"],
+        timeout=50,
+    )
+    assert agent.proc.returncode == 1, agent.stderr
+    report = (tmp_path / "term").read_text()
+    assert report.endswith(
+        "TypeError: elastic_workers:return_unpicklable returned a lock, which cannot be sent to the agent "
+        "(TypeError: cannot pickle '_thread.lock' object); return plain data (numbers, strings, lists, dicts) or None"
+    )
+    assert "wrap the script's main function" not in report
