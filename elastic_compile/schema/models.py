@@ -1232,6 +1232,15 @@ class ElasticSpec(_Section):
         description="Seconds workers get between SIGTERM and SIGKILL when the pod stops. Default 30 (torch's); "
         "the pod's terminationGracePeriodSeconds is set 15 s above it.",
     )
+    hang_timeout: TimeoutSeconds | None = Field(
+        None,
+        description="A hang watchdog: seconds a worker may go without renewing its heartbeat file (the path in "
+        "$ELASTIC_LAUNCH_HEARTBEAT_FILE; renew it by touching it, e.g. once per step) before elastic-launch stops it "
+        "as hung (SIGABRT, so that faulthandler prints its stacks, then SIGKILL); the group restarts like after any "
+        "failure, and a hang in the last attempt exits 124 (permanent). Armed by the first renewal, so start-up is "
+        "never judged. Default: off, since only code that renews the file can be watched. elastic-launch and "
+        "bundled only.",
+    )
     env: Env = Field(
         default_factory=dict,
         description="Environment of the training container: a NAME: value map, or a list of Kubernetes EnvVar "
@@ -1452,6 +1461,13 @@ class ElasticSpec(_Section):
                     ("launcher",),
                     "torchrun runs a command, not a function: give command (e.g. [python, train.py]), or use "
                     "launcher elastic-launch or bundled, which call functions",
+                )
+            )
+        if self.launcher == "torchrun" and self.hang_timeout is not None:
+            problems.append(
+                (
+                    ("hang_timeout",),
+                    "torchrun has no hang watchdog: remove hang_timeout, or use launcher elastic-launch or bundled",
                 )
             )
         if self.command is None and self.function is None:

@@ -559,7 +559,7 @@ def apply_launch(draft: Draft, launch: Launch, at: Callable[[int], Path], inject
             "failure or membership change failed it",
             "max_restarts",
         )
-    for name in ("monitor_interval", "start_method", "shutdown_timeout"):
+    for name in ("monitor_interval", "start_method", "shutdown_timeout", "hang_timeout"):
         if name in s:
             value = s[name][0]
             draft.set_unless_default((name,), value if name == "start_method" else _number(value), where(name))

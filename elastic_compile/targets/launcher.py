@@ -90,6 +90,8 @@ def launcher_args(
         contract.OPT_START_METHOD, spec.start_method,
         contract.OPT_SHUTDOWN_TIMEOUT, str(spec.shutdown_timeout),
     ]  # fmt: skip
+    if spec.hang_timeout is not None:
+        args += [contract.OPT_HANG_TIMEOUT, str(spec.hang_timeout)]
     if not (spec.nnodes.max > 1 if policy_injected is None else policy_injected):
         # Nothing injects these (no elasticPolicy on one node, none at all in Trainer v2): bake them.
         args += [contract.OPT_MAX_RESTARTS, str(spec.max_restarts)]

@@ -172,6 +172,8 @@ def flyte_problems(spec: ElasticSpec, *, flytekit: bool = False) -> list[tuple[F
         problem("nproc_per_node", f"{where} takes a number of processes; write the number, e.g. 8")
     if flytekit and spec.start_method not in ("spawn", "fork"):
         problem("start_method", "flytekit's Elastic starts workers with spawn or fork only")
+    if flytekit and spec.hang_timeout is not None:
+        problem("hang_timeout", "flytekit's Elastic has no hang watchdog (elastic-launch's); remove hang_timeout")
     return problems
 
 

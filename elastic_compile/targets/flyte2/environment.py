@@ -143,6 +143,8 @@ def flyte2_problems(spec: ElasticSpec, name: str | None = None) -> list[tuple[Fi
         )
     if spec.start_method != "spawn":
         problem(("start_method",), "Flyte 2's Elastic always starts workers with spawn; remove it")
+    if spec.hang_timeout is not None:
+        problem(("hang_timeout",), "Flyte 2's Elastic has no hang watchdog (elastic-launch's); remove hang_timeout")
     problems += _shm_problems(spec)
     problems += _launcher_reference_problems(spec)
     return problems
