@@ -57,6 +57,7 @@ from torch._C._distributed_c10d import Store
 from torch.distributed.elastic.agent.server.api import (
     DEFAULT_ROLE,
     RunResult,
+    Worker,
     WorkerGroup,
     WorkerSpec,
     WorkerState,
@@ -78,6 +79,10 @@ DEPARTED_KEY: Final = "elastic-launch/exit/departed"
 FAILURE_KEY: Final = "elastic-launch/failure/"
 #: The report of a node whose workers failed only because of another's loss.
 LOST_PEER: Final = "lost a peer"
+#: When a node's silent worker last renewed its heartbeat (seconds since the epoch), by group rank.
+SILENT_KEY: Final = "elastic-launch/silent/"
+#: How long a node with a silent worker waits, beyond a monitor interval, for other nodes' notes.
+SILENT_SETTLE_SECONDS: Final = 1.0
 
 #: How often a wait on the store looks again. A store check is one round trip (100 took
 #: 10 ms here); the wait itself sleeps in Python, where a signal handler runs at once.
@@ -130,6 +135,10 @@ class AgentRecord:
     #: What other nodes reported about their failures in the round this node lost a peer in.
     peer_reports: dict[int, str] = field(default_factory=dict)
     hung: dict[int, HungWorker] = field(default_factory=dict)
+    #: A worker here went silent too, but another node's went silent first (said once).
+    hang_deferred: bool = False
+    #: When this node wrote that its worker is silent (monotonic), in this start.
+    silent_since: float | None = None
     #: Error files that could not be read (a full disk leaves them empty) and were set aside, by local rank.
     unreadable_error_files: dict[int, str] = field(default_factory=dict)
     #: Whether this agent's end is final (success, or a permanent failure): only then it
@@ -233,6 +242,8 @@ def agent_class(record: AgentRecord, options: AgentOptions) -> type[LocalElastic
             record.starts += 1
             record.ranks = tuple(w.global_rank for w in worker_group.workers)
             record.hung.clear()
+            record.hang_deferred = False
+            record.silent_since = None
             return super()._start_workers(worker_group)  # type: ignore[no-any-return]
 
         def _setup_local_watchdog(self, envs: dict[int, dict[str, str]]) -> None:
@@ -382,30 +393,81 @@ def agent_class(record: AgentRecord, options: AgentOptions) -> type[LocalElastic
         # ------------------------------------------------------------- the watchdog
 
         def _watch_heartbeats(self, worker_group: WorkerGroup, timeout: int) -> None:
+            """Stop the worker that went silent first, once its silence exceeds ``timeout``.
+
+            A hung worker stalls its peers: every other worker soon waits for it inside a
+            collective and stops renewing its heartbeat too, a step later. So only the worker
+            silent the longest is stopped: here among the local workers, and across nodes by
+            comparing notes in the round's store. A node whose worker is silent too long
+            writes when its last beat was, waits one monitor interval and a second (long
+            enough for every other such node to write its own), and stops its worker only if
+            no other node's went silent earlier. The others' workers then fail on the lost
+            peer (exit 204) instead of being called hung themselves.
+            """
             now = time.time()
+            silent: list[tuple[float, Worker]] = []
             for worker in worker_group.workers:
-                pid = worker.id
-                hung = record.hung.get(pid)
+                hung = record.hung.get(worker.id)
                 if hung is not None:
                     if time.monotonic() - hung.signalled_at >= HANG_KILL_GRACE_SECONDS:
                         with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGKILL)
-                    continue
+                            os.kill(worker.id, signal.SIGKILL)
+                    return
                 path = Path(options.heartbeat_dir) / str(record.starts) / str(worker.local_rank)
                 try:
-                    silent = now - path.stat().st_mtime
+                    beat = path.stat().st_mtime
                 except FileNotFoundError:
                     continue  # armed at the first beat: startup and data loading are not judged
-                if silent <= timeout:
-                    continue
-                record.hung[pid] = HungWorker(worker.global_rank, worker.local_rank, pid, silent, time.monotonic())
-                say(
-                    f"global rank {worker.global_rank} (local rank {worker.local_rank}, pid {pid}) has not renewed "
-                    f"its heartbeat for {silent:.0f}s (--hang-timeout {timeout}): SIGABRT, so that faulthandler "
-                    f"prints its stacks, SIGKILL after {HANG_KILL_GRACE_SECONDS:g}s"
-                )
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGABRT)
+                if now - beat > timeout:
+                    silent.append((beat, worker))
+            if not silent:
+                record.silent_since = None
+                return
+            beat, worker = min(silent, key=lambda item: item[0])
+            first = self._first_silent(worker_group, beat)
+            if first is None:
+                return  # still comparing notes
+            if first != (worker_group.group_rank or 0):
+                if not record.hang_deferred:
+                    record.hang_deferred = True
+                    say(
+                        f"global rank {worker.global_rank} has not renewed its heartbeat for {now - beat:.0f}s either, "
+                        f"but node {first}'s worker went silent first: that one is stopped as hung"
+                    )
+                return
+            pid = worker.id
+            record.hung[pid] = HungWorker(worker.global_rank, worker.local_rank, pid, now - beat, time.monotonic())
+            say(
+                f"global rank {worker.global_rank} (local rank {worker.local_rank}, pid {pid}) has not renewed "
+                f"its heartbeat for {now - beat:.0f}s ({c.OPT_HANG_TIMEOUT} {timeout}): SIGABRT, so that "
+                f"faulthandler prints its stacks, SIGKILL after {HANG_KILL_GRACE_SECONDS:g}s"
+            )
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGABRT)
+
+        def _first_silent(self, worker_group: WorkerGroup, beat: float) -> int | None:
+            """The node whose worker went silent first (None while the notes are still coming in)."""
+            me = worker_group.group_rank or 0
+            size = worker_group.group_world_size or 1
+            store: Store | None = getattr(worker_group, "store", None)
+            if store is None or size == 1:
+                return me
+            try:
+                if record.silent_since is None:
+                    store.set(f"{SILENT_KEY}{me}", repr(beat))
+                    record.silent_since = time.monotonic()
+                if time.monotonic() - record.silent_since < options.monitor_interval + SILENT_SETTLE_SECONDS:
+                    return None
+                notes = {me: beat}
+                for rank in range(size):
+                    key = f"{SILENT_KEY}{rank}"
+                    if rank != me and store.check([key]):
+                        notes[rank] = float(store.get(key).decode())
+            except SignalException:
+                raise
+            except Exception:  # no store: judge alone
+                return me
+            return min(notes, key=lambda rank: (notes[rank], rank))
 
         # ------------------------------------------------------------- the exit barrier
 

@@ -474,6 +474,8 @@ class Rules:
     backoff_limit: int | None
     clean_pod_policy: str
     active_deadline: float | None
+    # The pod whose agent hosts the c10d rendezvous store (the endpoint's host), if a pod does.
+    store_host: str | None = None
 
     @classmethod
     def of(cls, job: Mapping[str, Any]) -> Rules:
@@ -488,6 +490,9 @@ class Rules:
                 (int(v) for v in (policy.get("minReplicas"), policy.get("maxReplicas")) if v is not None), workers
             )
         deadline = run_policy.get("activeDeadlineSeconds")
+        host = None
+        if policy is not None and (policy.get("rdzvBackend") or "c10d") == "c10d":
+            host = str(policy.get("rdzvHost") or f"{job['metadata']['name']}-worker-0")
         return cls(
             name=str(job["metadata"]["name"]),
             elastic=policy is not None,
@@ -497,6 +502,7 @@ class Rules:
             # The operator's default is None (pytorch_defaults.go); the compiler writes Running.
             clean_pod_policy=str(run_policy.get("cleanPodPolicy") or "None"),
             active_deadline=None if deadline is None else float(deadline),
+            store_host=host,
         )
 
     def describe(self) -> str:
@@ -546,6 +552,14 @@ class Rules:
             return "the Master was lost and the job needs it to succeed"
         if not self.elastic:
             return f"{lost[-1].name} was lost and a fixed-size job needs every worker"
+        if any(p.name == self.store_host for p in lost):
+            # Here every pod is 127.0.0.1: a recreated survivor would host a new store itself
+            # and carry on, which no cluster does (issue 31, class 7).
+            return (
+                f"{self.store_host} was lost, and its agent hosted the rendezvous store: on a cluster the other pods "
+                f"lose the store and then wait for {self.store_host}'s name to resolve again, until the operator "
+                "recreates it on another node (minutes); nothing brings it back here"
+            )
         alive = [p for p in pods if p.pod.replica_type == "Worker" and p.state not in ("Lost", "Failed")]
         if len(alive) < self.min_nodes:
             return (

@@ -48,6 +48,25 @@ def test_killed_pod_leaves_the_survivor_training_at_world_size_1(tmp_path: Path,
     ), result.report
 
 
+def test_losing_the_store_host_fails_the_job_as_nothing_brings_it_back(tmp_path: Path, marker: str) -> None:
+    """worker-0 hosts the c10d store: on a cluster the others lose it and wait for worker-0's name.
+
+    Locally every pod is 127.0.0.1, so a recreated survivor used to host a new store itself and
+    the job carried on: more than a cluster does (issue 31, class 7).
+    """
+    path = tmp_path / "shrink.yaml"
+    path.write_text(spec("shrink", marker, SHRINK.format(train=TRAIN)))
+    result = run([str(path), "--kill", "shrink-worker-0@/world_size 2 restart 0/"], timeout=270)
+    assert result.code == 137, result.report
+    assert (
+        "job failed: shrink-worker-0 was lost, and its agent hosted the rendezvous store: on a cluster the other "
+        "pods lose the store and then wait for shrink-worker-0's name to resolve again, until the operator recreates "
+        "it on another node (minutes); nothing brings it back here"
+    ) in result.err, result.report
+    assert "shrink-worker-1 started again" not in result.err, result.report
+    assert re.search(r"job shrink Failed after [0-9.]+s: .*; exit 137$", result.summary), result.report
+
+
 def test_ctrl_c_deletes_every_pod_and_exits_130(tmp_path: Path, marker: str) -> None:
     path = tmp_path / "forever.yaml"
     body = f"command: [python, {TRAIN}, --steps, '100000', --step-seconds, '0.1']\nnnodes: 2\nmonitor_interval: 0.5\n"

@@ -221,6 +221,22 @@ def test_backoff_limit_rule(limit: int | None, restarts: int, past: bool) -> Non
     assert rules.past_backoff_limit(restarts) is past
 
 
+@pytest.mark.parametrize(
+    ("policy", "host"),
+    [
+        ({"rdzvBackend": "c10d"}, "j-worker-0"),
+        ({"rdzvBackend": "c10d", "rdzvHost": "j-worker-1"}, "j-worker-1"),
+        ({"rdzvBackend": "etcd-v2", "rdzvHost": "etcd.example"}, None),  # the store is not a pod's
+        (None, None),
+    ],
+)
+def test_the_store_host_is_the_pod_the_endpoint_names(policy: dict[str, str] | None, host: str | None) -> None:
+    spec: dict[str, object] = {"pytorchReplicaSpecs": {"Worker": {"replicas": 2}}}
+    if policy is not None:
+        spec["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 2, **policy}
+    assert kubeflow.Rules.of({"metadata": {"name": "j"}, "spec": spec}).store_host == host
+
+
 def test_stopping_a_pod_reaches_processes_in_other_sessions() -> None:
     """torch starts script-mode workers with setsid: the pod's process group alone would miss them."""
     marker = new_marker()
