@@ -123,6 +123,8 @@ class AgentRecord:
 
     #: Times the worker group was started (0: the rendezvous never completed).
     starts: int = 0
+    #: Whether workers run now (False between a failure and the next start, or before the first).
+    running: bool = False
     #: Every local worker succeeded, or failed only after every other node had finished.
     succeeded: bool = False
     return_values: dict[int, Any] = field(default_factory=dict)
@@ -244,7 +246,13 @@ def agent_class(record: AgentRecord, options: AgentOptions) -> type[LocalElastic
             record.hung.clear()
             record.hang_deferred = False
             record.silent_since = None
-            return super()._start_workers(worker_group)  # type: ignore[no-any-return]
+            started: dict[int, Any] = super()._start_workers(worker_group)
+            record.running = True
+            return started
+
+        def _stop_workers(self, worker_group: WorkerGroup) -> None:
+            super()._stop_workers(worker_group)
+            record.running = False
 
         def _setup_local_watchdog(self, envs: dict[int, dict[str, str]]) -> None:
             super()._setup_local_watchdog(envs)

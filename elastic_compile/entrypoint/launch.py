@@ -247,10 +247,11 @@ def classify(exc: BaseException, settings: LaunchSettings, record: AgentRecord |
                 f"every local worker succeeded; {name} arrived while waiting in the exit barrier for the other "
                 "nodes, which are not needed any more: left it",
             )
-        if record.starts == 0:
+        if not record.running:
+            when = "the rendezvous" if record.starts == 0 else "a new rendezvous round, after a failure"
             return Outcome(
                 c.EXIT_SIGNAL_BASE + int(exc.sigval),
-                f"received {name} during the rendezvous ({where}): no worker had started",
+                f"received {name} during {when} ({where}): no worker was running",
             )
         return Outcome(
             c.EXIT_SIGNAL_BASE + int(exc.sigval),

@@ -260,8 +260,10 @@ def fault(out_dir: str, kind: str, pod: str, steps: str = "6") -> str:
             Path(beat).touch()
         t = torch.ones(1)
         dist.all_reduce(t)
+        line = f"rank {dist.get_rank()} step {step} world {int(t.item())}"
+        print(line, flush=True)  # run --kill POD@/step 2 / waits for it
         with (Path(out_dir) / f"{_pod()}.log").open("a") as f:
-            f.write(f"rank {dist.get_rank()} step {step} world {int(t.item())}\n")
+            f.write(line + "\n")
         if step == 2 and mine and kind not in ("teardown", "hold"):
             armed = _once(out_dir)
         if armed and kind == "sigkill":

@@ -42,7 +42,7 @@ def pod_env(port: int, run_id: str, pod: str, ip: str) -> dict[str, str]:
 
 
 def two_pods(
-    launcher: Launcher, tmp_path: Path, kind: str, pod: str, *, max_restarts: int = 0
+    launcher: Launcher, tmp_path: Path, kind: str, pod: str, *, max_restarts: int = 0, monitor_interval: str = "0.2"
 ) -> tuple[Agent, Agent, Path]:
     """Start pod-a (the store's host, global rank 0) and pod-b (global rank 1); ``pod`` injects ``kind``."""
     out = tmp_path / "out"
@@ -51,7 +51,10 @@ def two_pods(
 
     def args(name: str) -> list[str]:
         return [
-            *FAST,
+            "--start-method",
+            "fork",
+            "--monitor-interval",
+            monitor_interval,
             "--max-restarts",
             str(max_restarts),
             "--termination-log",
@@ -120,6 +123,24 @@ def test_a_survivor_of_a_peers_loss_exits_retryable_and_names_the_cause(
     )
     assert f"other nodes' reports:\nnode 1: {b_published}\n" in a_term
     assert "Connection closed by peer" in a_term or "Connection reset by peer" in a_term
+
+
+# ---------------------------------------------------------------------------- class 8: a clean end
+
+
+@pytest.mark.timeout(180)
+def test_a_clean_two_pod_run_ends_without_cpp_stack_traces(launcher: Launcher, tmp_path: Path) -> None:
+    """torch's own 5 s monitor interval, as a compiled job polls: the agents notice their workers' end
+    seconds apart, and the store's host used to exit while the other still closed the run (a 40-line
+    C++ TCPStore trace from each clean run).
+    """
+    a, b, out = two_pods(launcher, tmp_path, "hold", "nobody", monitor_interval="5")
+    (out / "release").write_text("")
+    assert a.wait(150) == 0, a.stderr
+    assert b.wait(60) == 0, b.stderr
+    for agent in (a, b):
+        assert CPP_TRACE not in agent.stderr, agent.stderr
+        assert "failed to shutdown the rendezvous" not in agent.stderr, agent.stderr
 
 
 # ---------------------------------------------------------------------------- class 2: a crash at teardown

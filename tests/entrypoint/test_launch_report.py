@@ -303,16 +303,19 @@ def connection_error() -> RendezvousConnectionError:
     ids=["timeout", "closed", "connection", "state", "store", "sigterm", "sigint", "agent"],
 )
 def test_agent_exceptions_map_to_exit_codes(exc: BaseException, code: int, headline: str) -> None:
-    outcome = classify(exc, settings(), AgentRecord(starts=1))
+    outcome = classify(exc, settings(), AgentRecord(starts=1, running=True))
     assert outcome.exit_code == code
     assert outcome.headline.startswith(headline)
 
 
-def test_a_signal_during_the_rendezvous_says_no_worker_started() -> None:
-    outcome = classify(SignalException("got signal", sigval=signal.SIGTERM), settings(), AgentRecord(starts=0))
+def test_a_signal_during_the_rendezvous_says_no_worker_was_running() -> None:
+    sigterm = SignalException("got signal", sigval=signal.SIGTERM)
+    outcome = classify(sigterm, settings(), AgentRecord(starts=0))
     assert outcome.exit_code == 143
     assert outcome.headline.startswith("received SIGTERM during the rendezvous (backend c10d")
-    assert outcome.headline.endswith("no worker had started")
+    assert outcome.headline.endswith("no worker was running")
+    outcome = classify(sigterm, settings(), AgentRecord(starts=1, running=False))
+    assert outcome.headline.startswith("received SIGTERM during a new rendezvous round, after a failure (backend")
 
 
 def test_a_signal_in_the_exit_barrier_after_every_worker_succeeded_is_a_success() -> None:
