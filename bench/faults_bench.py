@@ -7,9 +7,9 @@ Each row runs one 2-pod job (1 worker per pod, gloo, function mode, fork, monito
 pod that exits 128 or more, fails the job on 1-127, succeeds an elastic job when any pod
 succeeds. One worker of ``faults-worker-1`` injects the fault once
 (``tests/entrypoint/elastic_workers.py:fault``). The table shows, per pod, its exit codes in
-order (``killed``: SIGKILLed by run, ``(deleted)``: the job's cleanup deleted it), what the operator
-did, how the job ended, and the seconds from the fault to the job's end, read from run's own
-clock (its event lines), so torch's start-up is not counted.
+order (``(deleted)``: the job's cleanup deleted it, and it then exited with that code), what
+the operator did, how the job ended, and the seconds from the fault (the worker writes the time
+when it injects it) to the end of ``run``, so torch's start-up is not counted.
 
 Two rows run agents directly, as tests/entrypoint/test_launch_faults.py does: SIGTERM to a
 pod waiting in the exit barrier (seconds from the signal to its exit), and a worker that
@@ -63,6 +63,7 @@ CASES = (
     Case("OOM kill of one worker, max_restarts 1", "sigkill", 1),
     Case("preemption (SIGTERM to a pod), max_restarts 0", "preempt", 0),
     Case("preemption (SIGTERM to a pod), max_restarts 1", "preempt", 1),
+    Case("a worker's own exit (os._exit(3)), max_restarts 0", "exit3", 0),
     Case("a worker's own exit (os._exit(3)), max_restarts 1", "exit3", 1),
     Case("crash at teardown (SIGSEGV after destroy_process_group), max_restarts 0", "teardown", 0),
     Case("crash at teardown, max_restarts 1", "teardown", 1),
@@ -85,14 +86,16 @@ def run_case(case: Case) -> str:
         )
         args = [str(spec), "--workdir", str(WORKERS)] + (["--kill", case.kill] if case.kill else [])
         done = subprocess.run([*RUN, *args], capture_output=True, text=True, timeout=900, check=False)
+        ended = time.time()
+        fault = out / "fault-done"
+        fault_at = float(fault.read_text()) if fault.exists() and fault.read_text() else None
     events = done.stderr
     codes = {pod: _exits(events, pod) for pod in ("faults-worker-0", "faults-worker-1")}
-    operator = "; ".join(sorted(set(_operator(events)))) or "nothing"
+    operator = "; ".join(dict.fromkeys(_operator(events))) or "nothing"  # in order, each once
     summary = next((line for line in events.splitlines() if line.startswith("elastic-compile run: job faults ")), "")
     phase = summary.split(" ")[4] if summary else "?"
-    fault_at = _fault_time(events)
-    end_at = _clock(summary) if summary else None
-    took = f"{end_at - fault_at:.1f}" if end_at is not None and fault_at is not None else "?"
+    lost_at = _lost_time(events, summary)  # --kill: the fault is run's own, timed by its clock
+    took = f"{ended - fault_at:.1f}" if fault_at is not None else f"{lost_at:.1f}" if lost_at is not None else "?"
     return (
         f"| {case.name} | {codes['faults-worker-0']} | {codes['faults-worker-1']} | {operator} | "
         f"{phase}, exit {done.returncode} | {took} |"
@@ -126,11 +129,12 @@ def _clock(line: str) -> float | None:
     return float(found.group(1)) if found else None
 
 
-def _fault_time(events: str) -> float | None:
-    """The first pod exit or loss: when the fault became visible to the operator (run's clock)."""
+def _lost_time(events: str, summary: str) -> float | None:
+    """Seconds from run's --kill to the job's end, by run's clock."""
     for line in events.splitlines():
-        if re.search(r"(exited with code|lost \(--kill\))", line):
-            return _clock(line)
+        if "lost (--kill)" in line:
+            start, end = _clock(line), _clock(summary)
+            return end - start if start is not None and end is not None else None
     return None
 
 
@@ -183,8 +187,8 @@ def sigterm_in_barrier() -> str:
         (out / "release").write_text("")
         code_a = a.wait(120)
     return (
-        f"| SIGTERM to a pod waiting in the exit barrier (direct agents) | {code_a} | {code_b} | nothing | "
-        f"Succeeded (any pod's 0) | {took:.1f} (SIGTERM to exit) |"
+        f"| SIGTERM to worker-1 waiting in the exit barrier (direct agents) | {code_a} | {code_b} | "
+        f"job succeeds (any pod's 0) | Succeeded | {took:.1f} (SIGTERM to its exit) |"
     )
 
 
@@ -206,7 +210,8 @@ def full_disk() -> str:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
     return (
         f"| a worker fills its log directory's disk, then raises (one pod, direct) | {done.returncode} | - | "
-        f"{'fails the job' if 0 < done.returncode < 128 else 'recreates'} | - | - |"
+        f"{'fails the job' if 0 < done.returncode < 128 else 'recreates worker-0'} | "
+        f"{'Failed' if 0 < done.returncode < 128 else 'Running'}, exit {done.returncode} | - |"
     )
 
 
@@ -219,7 +224,7 @@ def main() -> int:
     for case in CASES:
         if opts.k in case.name:
             print(run_case(case), flush=True)
-    if opts.k in "SIGTERM to a pod waiting in the exit barrier":
+    if opts.k in "SIGTERM to worker-1 waiting in the exit barrier":
         print(sigterm_in_barrier(), flush=True)
     if opts.k in "a worker fills its log directory's disk":
         print(full_disk(), flush=True)

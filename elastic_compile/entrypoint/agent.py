@@ -32,12 +32,17 @@ monitor, restart) and changes what a cluster's faults exposed (measured with tor
   raised in a full temp directory leaves an empty ``error.json``, on which torch's agent
   failed (JSONDecodeError, exit 203) and the user's error was lost.
 * **A hang watchdog** (``--hang-timeout``, :meth:`_watch_heartbeats`): each worker gets a
-  heartbeat file to renew; one silent for longer is stopped (SIGABRT, which makes
-  ``faulthandler`` print its Python stacks, then SIGKILL).
+  heartbeat file to renew; the one silent first, across nodes, is stopped once its silence
+  exceeds the timeout (SIGABRT, which makes ``faulthandler`` print its Python stacks, then
+  SIGKILL). Its peers, silent because they wait for it in a collective, are not.
+
+Store operations on the way out of a signal are bounded (:func:`_bounded`): a store whose host
+vanished would otherwise hold the pod past its grace period.
 
 Every hook overrides a method of ``LocalElasticAgent`` or ``SimpleElasticAgent`` that torch
-has had since 2.0 (``_monitor_workers``, ``_exit_barrier``, ``_setup_local_watchdog``,
-``_start_workers``); the tests run the real agent with real processes.
+has had since 2.0 (``_invoke_run``, ``_monitor_workers``, ``_exit_barrier``,
+``_setup_local_watchdog``, ``_start_workers``, ``_stop_workers``); the tests run the real agent
+with real processes.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import contextlib
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -102,6 +108,8 @@ SETTLE_MARGIN_SECONDS: Final = 5.0
 REPORT_MARGIN_SECONDS: Final = 2.0
 #: A hung worker gets SIGABRT (faulthandler prints its stacks), then SIGKILL after this long.
 HANG_KILL_GRACE_SECONDS: Final = 5.0
+#: How long a store operation on the way out of a signal may take before it is abandoned.
+SIGNAL_STORE_SECONDS: Final = 2.0
 #: A published failure report is cut to this many characters (it is one line in a store).
 REPORT_CHARS: Final = 400
 
@@ -278,8 +286,7 @@ def agent_class(record: AgentRecord, options: AgentOptions) -> type[LocalElastic
             group = self._worker_group
             store: Store | None = getattr(group, "store", None)
             if store is not None and (group.group_world_size or 1) > 1:
-                with contextlib.suppress(Exception):
-                    self._publish(store, group.group_rank or 0, text)
+                _bounded(lambda: self._publish(store, group.group_rank or 0, text))
 
         # ------------------------------------------------------------- monitoring
 
@@ -514,8 +521,7 @@ def agent_class(record: AgentRecord, options: AgentOptions) -> type[LocalElastic
                 record.barrier_signal = e.sigval
                 # Counted out, so that the store's host does not wait for this agent to close the
                 # run (after a signal launch_agent does not close it).
-                with contextlib.suppress(Exception):
-                    store.add(DEPARTED_KEY, 1)
+                _bounded(lambda: store.add(DEPARTED_KEY, 1))
                 raise
             except Exception as e:  # torch's own barrier logs a store error and succeeds too
                 record.barrier_left = f"the rendezvous store failed: {type(e).__name__}: {e}"
@@ -573,6 +579,24 @@ def hosts_port(port: int | None) -> bool:
     except (OSError, ValueError):
         return True
     return False
+
+
+def _bounded(operation: Callable[[], object]) -> None:
+    """Run a store operation on the way out of a signal, giving up after :data:`SIGNAL_STORE_SECONDS`.
+
+    A store whose host vanished without closing its connections (a lost node) blocks a call
+    until the store's timeout (``read_timeout``, 900 s in a compiled job), and the pod's grace
+    period would run out. The operation is only a courtesy to the other nodes: it runs in a
+    daemon thread, and any error is dropped.
+    """
+
+    def attempt() -> None:
+        with contextlib.suppress(Exception):
+            operation()
+
+    thread = threading.Thread(target=attempt, name="elastic-launch-store", daemon=True)
+    thread.start()
+    thread.join(SIGNAL_STORE_SECONDS)
 
 
 def _running(pid: int) -> bool:

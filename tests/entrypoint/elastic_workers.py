@@ -229,9 +229,11 @@ def _pod() -> str:
 def _once(out_dir: str) -> bool:
     """True for the first caller only, across restarts and recreated pods (a file made with O_EXCL)."""
     try:
-        os.close(os.open(Path(out_dir) / "fault-done", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        fd = os.open(Path(out_dir) / "fault-done", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         return False
+    with os.fdopen(fd, "w") as f:
+        f.write(repr(time.time()))  # when the fault came (bench/faults_bench.py times the job's end from it)
     return True
 
 

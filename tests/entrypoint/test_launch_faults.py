@@ -5,8 +5,8 @@ Two agents play two pods (``pod-a`` hosts the rendezvous store, ``pod-b`` holds 
 (``elastic_workers.fault``): an OOM kill, a preemption, an exit of its own, a crash at
 teardown, a hang. Each test asserts every agent's exit code (what the operator's ExitCode
 policy then does: 1-127 fails the job, 128 and above recreates the pod) and the report in
-its termination log. What the operator does next is played by ``elastic-compile run`` in
-tests/localrun/test_run_faults.py.
+its termination log. A preemption, a crash at teardown and a hang, with what the operator
+does next, are played by ``elastic-compile run`` in tests/localrun/test_run_faults.py.
 """
 
 from __future__ import annotations
@@ -92,17 +92,12 @@ def term(tmp_path: Path, name: str) -> str:
 # pod-b's fault: its exit code, how its report's first line ends, what pod-a's report quotes from it.
 PEER_FAULTS = {
     "sigkill": (137, ") was killed by SIGKILL", "global rank 1 was killed by SIGKILL"),
-    "preempt": (
-        143,
-        "received SIGTERM: stopped the workers (SIGTERM, then SIGKILL for any still running after 30s)",
-        "received SIGTERM: its pod is being deleted or preempted",
-    ),
     "exit3": (3, ") exited with code 3", "global rank 1 exited with code 3"),
 }
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("kind", list(PEER_FAULTS), ids=["oom-kill", "preemption", "own-exit"])
+@pytest.mark.parametrize("kind", list(PEER_FAULTS), ids=["oom-kill", "own-exit"])
 def test_a_survivor_of_a_peers_loss_exits_retryable_and_names_the_cause(
     launcher: Launcher, tmp_path: Path, kind: str
 ) -> None:
@@ -113,8 +108,7 @@ def test_a_survivor_of_a_peers_loss_exits_retryable_and_names_the_cause(
     assert a.wait(60) == c.EXIT_PEER_LOST == 204, a.stderr
     b_first = term(tmp_path, "pod-b").partition("\n")[0]
     assert b_first.endswith(b_line), b_first
-    if b_code != 143:
-        assert b_first.startswith("elastic-launch: worker failed: global rank 1 (local rank 0, pid "), b_first
+    assert b_first.startswith("elastic-launch: worker failed: global rank 1 (local rank 0, pid "), b_first
     a_term = term(tmp_path, "pod-a")
     assert a_term.startswith("elastic-launch: lost a peer: global rank 0 (local rank 0, pid "), a_term
     assert a_term.partition("\n")[0].endswith(
@@ -141,35 +135,6 @@ def test_a_clean_two_pod_run_ends_without_cpp_stack_traces(launcher: Launcher, t
     for agent in (a, b):
         assert CPP_TRACE not in agent.stderr, agent.stderr
         assert "failed to shutdown the rendezvous" not in agent.stderr, agent.stderr
-
-
-# ---------------------------------------------------------------------------- class 2: a crash at teardown
-
-
-@pytest.mark.timeout(180)
-def test_a_crash_at_teardown_after_every_node_finished_ends_both_pods_succeeded(
-    launcher: Launcher, tmp_path: Path
-) -> None:
-    """pod-b's worker segfaults after destroy_process_group: it trained to the end, both exit 0 at once.
-
-    pod-a used to wait 300 s in the exit barrier while pod-b's agent failed (or restarted into a
-    rendezvous nobody joined), and ExitCode recreated pod-b into a closed run again and again.
-    """
-    a, b, out = two_pods(launcher, tmp_path, "teardown", "pod-b", max_restarts=1)
-    assert b.wait(150) == 0, b.stderr
-    assert a.wait(60) == 0, a.stderr
-    assert (out / "fault-done").exists()  # the crash happened
-    assert term(tmp_path, "pod-b").startswith("elastic-launch: succeeded; global rank 1 (local rank 0, pid "), term(
-        tmp_path, "pod-b"
-    )
-    assert term(tmp_path, "pod-b").endswith(
-        "was killed by SIGSEGV, after every other node's workers had succeeded: taken as a crash at teardown of a "
-        "job that trained to the end"
-    )
-    assert term(tmp_path, "pod-a") == ""  # nothing to report
-    assert "restart" not in (out / "pod-b.log").read_text()  # one attempt: the agent did not restart it
-    for agent in (a, b):
-        assert CPP_TRACE not in agent.stderr, agent.stderr
 
 
 # ---------------------------------------------------------------------------- class 3: SIGTERM in the exit barrier
@@ -265,27 +230,6 @@ def test_an_error_file_a_full_disk_cut_short_is_classified_by_the_workers_exit(
         "on its stderr above"
     )
     assert "RuntimeError: the disk is full" in agent.stderr  # the user's error, as the worker printed it
-
-
-# ---------------------------------------------------------------------------- class 5: a hang
-
-
-@pytest.mark.timeout(120)
-def test_a_worker_that_stops_its_heartbeat_is_stopped_as_hung(launcher: Launcher, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    out.mkdir()
-    args = [*FAST, "--hang-timeout", "1", "--termination-log", str(tmp_path / "term")]
-    agent = launcher.run(
-        [*args, "--function", "elastic_workers:fault", "--", str(out), "hang", "pod-a"],
-        env={c.ENV_POD_NAME: "pod-a"},
-        timeout=100,
-    )
-    assert agent.proc.returncode == c.EXIT_HUNG == 124, agent.stderr
-    assert "has not renewed its heartbeat for" in agent.stderr
-    assert 'File "' in agent.stderr and "in fault" in agent.stderr  # faulthandler's stacks, on SIGABRT
-    report = (tmp_path / "term").read_text()
-    assert report.startswith("elastic-launch: worker hung: global rank 0 (local rank 0, pid "), report
-    assert "(--hang-timeout); the watchdog stopped it" in report.partition("\n")[0]
 
 
 # ---------------------------------------------------------------------------- class 6: reports

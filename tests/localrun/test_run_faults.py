@@ -113,4 +113,7 @@ def test_a_hung_worker_fails_the_job_permanently(tmp_path: Path, marker: str) ->
     assert set(exits(result, "faults-worker-0")) <= {204, 143}, result.report
     assert "[faults-worker-0] elastic-launch: worker hung" not in result.out, result.report
     assert "[faults-worker-1] elastic-launch: worker hung: global rank" in result.out, result.report
+    assert "[faults-worker-1] Fatal Python error: Aborted" in result.out, result.report  # faulthandler's stacks
+    stack = r"\[faults-worker-1\]   File .*elastic_workers\.py\", line \d+ in fault"
+    assert re.search(stack, result.out), result.report
     assert "job failed: faults-worker-1 failed: exit code 124 is permanent under restartPolicy ExitCode" in result.err
