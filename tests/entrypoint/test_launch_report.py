@@ -554,3 +554,24 @@ def test_a_huge_exception_keeps_its_type_and_place_in_the_termination_log(
     assert lines[1].startswith('File "') and lines[1].endswith(", in fail")
     assert lines[2].startswith("RuntimeError: start xxx")
     assert tail.endswith("x end")
+
+
+def test_an_unpicklable_return_value_fails_under_record_with_its_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch pickles the value to the agent after record returned: it used to fail with no error file."""
+    error_file = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(error_file))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGINT)}
+    try:  # the trampoline resets them, as a worker's
+        with pytest.raises(TypeError, match="returned a lock, which cannot be sent to the agent"):
+            call_function("elastic_workers:return_unpicklable")
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    message = json.loads(error_file.read_text())["message"]["message"]
+    assert message == (
+        "TypeError: elastic_workers:return_unpicklable returned a lock, which cannot be sent to the agent "
+        "(TypeError: cannot pickle '_thread.lock' object); return plain data (numbers, strings, lists, dicts) or None"
+    )
