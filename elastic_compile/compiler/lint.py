@@ -379,7 +379,7 @@ def _pod_specs(node: Any, path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
 def _nproc_gpus(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
     # The process count the devices give (core/resources.process_rule); None for AWS Neuron
     # devices, whose cores per device the spec cannot see, so any count may be right there.
-    units, rule = spec.resources.process_rule()
+    units, rule = spec.process_rule()  # a partition's nvidia.com/gpu counted as MIG slices
     nproc = spec.nproc_per_node
     # nproc_per_node is filled from the accelerator count when omitted, so this fires only on
     # a number (or cpu) the user wrote; auto and gpu resolve to the device count in the pod.

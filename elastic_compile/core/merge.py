@@ -11,7 +11,8 @@ The rules (docs/many-jobs.md has the table as users read it):
   keys it writes: :class:`ListRule`), ``$patch: delete`` in an entry removes the inherited
   one, ``{$patch: replace}`` as an element makes the list replace the inherited one, and
   other entries are appended in their order; every other list is replaced;
-* ``$patch: replace`` in a mapping makes it replace the inherited mapping.
+* ``$patch: replace`` in a mapping makes it replace the inherited mapping, and so does the
+  rule :data:`WHOLE` at its path (a value that is one thing, however it is written).
 
 The directives and nulls are consumed: they never reach the merged document. The merge
 never changes its inputs (a base shared by 500 specs is loaded once), and builds new nodes
@@ -61,6 +62,10 @@ class ListRule:
     required: bool = True
     map_value: str | None = None
 
+
+#: The rule of a value that is one thing however it is written (``accelerator``: a device and its
+#: partition): the extending file's value replaces the inherited one whole, a mapping too.
+WHOLE: Final = ListRule(())
 
 #: The rule for a path (mapping keys and :data:`ITEM`), or None: the list is replaced.
 Rules = Callable[[tuple[str, ...]], "ListRule | None"]
@@ -157,7 +162,8 @@ class _Merger:
                 return data, node
             return out, MappingNode(_MAP, kept, node.start_mark, node.end_mark, node.flow_style)
         if isinstance(data, list) and isinstance(node, SequenceNode):
-            keyed = self.rules(where.rule) is not None
+            rule = self.rules(where.rule)
+            keyed = rule is not None and rule is not WHOLE
             items: list[Any] = []
             nodes: list[Node] = []
             for index, (item, item_node) in enumerate(zip(data, node.value, strict=True)):
@@ -178,12 +184,14 @@ class _Merger:
 
     def value(self, base: _Value, over: _Value, where: _Where) -> tuple[Any, Node]:
         """``over`` merged onto ``base``."""
+        rule = self.rules(where.rule)
+        if rule is WHOLE:
+            return self.strip(over, where)
         if isinstance(over.data, dict) and isinstance(over.node, MappingNode):
             if over.data.get(PATCH) == "replace":
                 return self.strip(over, where)
             if isinstance(base.data, dict) and isinstance(base.node, MappingNode):
                 return self.mapping(base, over, where)
-        rule = self.rules(where.rule)
         if rule is not None:
             if rule.map_value is not None:
                 base = self._as_list(rule, base, deleting=False)
@@ -328,4 +336,4 @@ def strip(loaded: Loaded, rules: Rules = _no_rules) -> tuple[Loaded, list[Proble
     return Loaded(loaded.file, data, root, chain=loaded.chain, expanded=loaded.expanded), merger.problems
 
 
-__all__ = ["ITEM", "PATCH", "ListRule", "Rules", "merge", "strip"]
+__all__ = ["ITEM", "PATCH", "WHOLE", "ListRule", "Rules", "merge", "strip"]

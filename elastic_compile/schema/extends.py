@@ -16,7 +16,11 @@ names the lists of elastic.yaml that merge by key instead (docs/many-jobs.md has
   a node's taints are unique by key and effect, so a toleration with the same pair is the
   same toleration changed (operator, value, seconds), and any other adds to the inherited
   ones. Platform defaults tolerate the GPU taint, a team adds its spot pool, and neither
-  has to repeat the other.
+  has to repeat the other. ``accelerator_tolerations`` merge the same way;
+* ``accelerator`` is replaced whole (:data:`~elastic_compile.core.merge.WHOLE`): a device and
+  its partition name one piece of hardware, so a job that writes ``{device: nvidia-tesla-a100}``
+  under a base's ``{device: nvidia-tesla-a100, partition: 1g.5gb}`` gets the whole GPU, not the
+  base's slice.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any, Final
 from elastic_compile.core import extends, safefs
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import Loaded
-from elastic_compile.core.merge import ITEM, ListRule
+from elastic_compile.core.merge import ITEM, WHOLE, ListRule
 from elastic_compile.schema import ElasticSpec, compact
 from elastic_compile.schema.validate import fragment_problems, validate
 
@@ -57,6 +61,10 @@ def spec_rule(path: tuple[str, ...]) -> ListRule | None:
     """The rule of the list at ``path`` (mapping keys and :data:`~elastic_compile.core.merge.ITEM`), or None."""
     if path == ("env",):
         return ENV
+    if path == ("accelerator",):
+        return WHOLE
+    if path == ("accelerator_tolerations",):
+        return TOLERATIONS
     if path[:2] != _POD_TEMPLATE_SPEC or len(path) < 3:
         return None
     rest = path[2:]

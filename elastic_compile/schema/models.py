@@ -33,13 +33,15 @@ from pydantic import (
 
 from elastic_compile import contract
 from elastic_compile import contract_values as cv
-from elastic_compile.core import engine_env
+from elastic_compile.core import accelerators, engine_env
 from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
 from elastic_compile.core.resources import (
+    MIG_PREFIX,
     NEURON_DEVICES,
     accelerator_counts,
     accelerator_problems,
     is_hugepages,
+    is_mig,
     is_native,
     overcommit_allowed,
     process_rule,
@@ -47,7 +49,7 @@ from elastic_compile.core.resources import (
 from elastic_compile.core.scalars import source_text
 from elastic_compile.schema import podvalues
 from elastic_compile.schema.launchers import TORCHRUN_OPTIONS, nested_launcher
-from elastic_compile.schema.podspec import podspec_problems
+from elastic_compile.schema.podspec import pod_value_problems, podspec_problems
 
 # --------------------------------------------------------------------------- helpers
 
@@ -429,6 +431,76 @@ class Resources(_Section):
         """The memory limit in bytes, if any."""
         raw = self.limits.get("memory")
         return parse_quantity(raw) if raw is not None else None
+
+
+# --------------------------------------------------------------------------- accelerator
+
+
+def _accelerator(value: Any) -> Any:
+    return {"device": value} if isinstance(value, str) else value
+
+
+def _device(value: str) -> str:
+    problem = accelerators.device_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    if accelerators.DEVICES[value].tpu:
+        raise ValueError(
+            f"a Cloud TPU slice (flytekit's {accelerators.DEVICES[value].constant}): elastic-compile compiles torch "
+            "elastic jobs for GPUs (a TPU runs torch_xla and asks for google.com/tpu); choose a GPU"
+        )
+    return value
+
+
+_GPU_DEVICES = [d.name for d in accelerators.DEVICES.values() if not d.tpu]
+
+
+class Accelerator(_Section):
+    """A device type in Flyte's vocabulary (flytekit.extras.accelerators), and a MIG partition of it."""
+
+    device: Annotated[
+        str, _text("accelerator.device"), AfterValidator(_device), WithJsonSchema({"enum": _GPU_DEVICES})
+    ] = Field(description="The device type, as flytekit.extras.accelerators names it (nvidia-tesla-a100).")
+    partition: Annotated[str | None, _text("accelerator.partition")] = Field(
+        None,
+        description="A MIG partition of the device, as flytekit names it (A100: 1g.5gb, 2g.10gb, 3g.20gb, 4g.20gb, "
+        "7g.40gb; A100 80GB: 1g.10gb ... 7g.80gb). Default: none, a whole device.",
+    )
+
+    @model_validator(mode="after")
+    def _partition_of_device(self) -> Accelerator:
+        device = accelerators.DEVICES[self.device]
+        why = None if self.partition is None else accelerators.partition_problem(device, self.partition)
+        if why is not None:
+            raise FieldProblems([(("partition",), why)])
+        return self
+
+    def mig_resource(self) -> str | None:
+        """The MIG resource a slice of this partition is (``nvidia.com/mig-1g.5gb``), or None for a whole device."""
+        return None if self.partition is None else f"{MIG_PREFIX}{self.partition}"
+
+
+def _accelerator_schema(schema: dict[str, Any]) -> None:
+    # The short form, a device name, beside the mapping (pydantic sees only the model).
+    schema["anyOf"] = [{"enum": _GPU_DEVICES}, *schema.get("anyOf", [])]
+
+
+def _label_key(value: str) -> str:
+    if meta_name_problems({value: ""}, "label", check_value=False):
+        raise ValueError("not a node label key: [prefix/]name, the name at most 63 letters, digits, '-', '_' or '.'")
+    return value
+
+
+LabelKey = Annotated[str, _text("a node label key"), AfterValidator(_label_key)]
+
+
+def _tolerations(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # Kubernetes' Toleration, as pod_template.spec.tolerations is checked (shape, then values).
+    found = [*podspec_problems({"tolerations": value}, fragment=True), *pod_value_problems({"tolerations": value})]
+    problems = [(tuple(loc[1:]), why) for loc, why in found]
+    if problems:
+        raise FieldProblems(list(dict.fromkeys(problems)))
+    return value
 
 
 # --------------------------------------------------------------------------- rendezvous
@@ -1202,6 +1274,35 @@ class ElasticSpec(_Section):
         "device; AWS Neuron devices (aws.amazon.com/neuron) need it given.",
     )
     resources: Resources = Field(default_factory=Resources, description="Requests and limits per node.")
+    accelerator: Annotated[Accelerator | None, BeforeValidator(_accelerator)] = Field(
+        None,
+        description="Which GPU: a device type in Flyte's vocabulary (flytekit.extras.accelerators: nvidia-tesla-t4, "
+        "nvidia-l4, nvidia-tesla-a100, nvidia-a100-80gb, nvidia-h100, ...), or {device, partition} for a MIG "
+        "partition. Flyte gets it as the task's gpuAccelerator; a PyTorchJob, TrainJob or PodTemplate as a "
+        "nodeSelector on accelerator_label. It needs an NVIDIA GPU request (gpu). Default: none, any GPU the "
+        "scheduler finds.",
+        json_schema_extra=_accelerator_schema,
+    )
+    accelerator_label: LabelKey | None = Field(
+        None,
+        description="The node label that carries the device type, for the Kubernetes targets; set once, in a "
+        "platform base. Presets: cloud.google.com/gke-accelerator (GKE), k8s.amazonaws.com/accelerator (EKS, "
+        "Flyte's default: Flyte's device names), nvidia.com/gpu.product (NVIDIA GPU feature discovery: product "
+        "names, mapped only where one product is the device); any other key holds Flyte's device names, as "
+        "Flyte's gpu-device-node-label does. Default: none, so accelerator is an error on those targets.",
+    )
+    accelerator_partition_label: LabelKey | None = Field(
+        None,
+        description="The node label that carries a MIG partition size (1g.5gb). Default: the preset's "
+        "(cloud.google.com/gke-gpu-partition-size on GKE, k8s.amazonaws.com/gpu-partition-size, Flyte's default, "
+        "on EKS); GPU feature discovery names a slice in its product label instead.",
+    )
+    accelerator_tolerations: Annotated[list[dict[str, Any]], AfterValidator(_tolerations)] = Field(
+        default_factory=list,
+        description="Tolerations the pods get when the spec names an accelerator, for the Kubernetes targets: the "
+        "taints the platform puts on its GPU nodes. Default: none (GKE tolerates its GPU taint for pods that "
+        "request GPUs by itself; Flyte's propeller adds its own).",
+    )
     shared_memory: Annotated[bool | str, BeforeValidator(_shared_memory)] = Field(
         True,
         description="A memory-backed /dev/shm for the training container. Default true: the container "
@@ -1526,8 +1627,8 @@ class ElasticSpec(_Section):
                             "also set in env; set it in one place",
                         )
                     )
-        problems += self._network_problems() + self._queue_problems()
-        count, rule = self.resources.process_rule()
+        problems += self._network_problems() + self._queue_problems() + self._accelerator_problems()
+        count, rule = self.process_rule()
         if self.nproc_per_node is None and count is None:
             device = next(name for name in self.resources.accelerators() if name in NEURON_DEVICES)
             problems.append((
@@ -1550,6 +1651,56 @@ class ElasticSpec(_Section):
         # Filled here so that --explain, the plan and the JSON view all see one value.
         self._fill_derived()
         return self
+
+    def device_counts(self) -> dict[str, int]:
+        """Accelerator units per node as the devices serve them: ``resources.accelerators()``, except that
+        ``nvidia.com/gpu`` counts as MIG slices when ``accelerator`` names a partition (GKE and Flyte select a
+        partition by node label, and each slice of such a node is one nvidia.com/gpu: the single strategy)."""
+        counts = self.resources.accelerators()
+        mig = self.accelerator.mig_resource() if self.accelerator is not None else None
+        if mig is None or GPU_RESOURCE not in counts:
+            return counts
+        return {mig if name == GPU_RESOURCE else name: count for name, count in counts.items()}
+
+    def process_rule(self) -> tuple[int | None, str]:
+        """The default processes per node for the devices requested, and the rule that gave it (core/resources)."""
+        return process_rule(self.device_counts())
+
+    def _accelerator_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """``accelerator`` against the devices requested: an NVIDIA GPU, one slice of a partition."""
+        acc = self.accelerator
+        if acc is None:
+            return []
+        counts = {name: count for name, count in self.resources.accelerators().items() if count > 0}
+        nvidia = [name for name in counts if name == GPU_RESOURCE or is_mig(name)]
+        others = [name for name in counts if name not in nvidia]
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        if others:
+            problems.append((
+                ("accelerator",),
+                f"{acc.device} is an NVIDIA GPU, and the pod requests {others[0]}: no node has both; remove one",
+            ))  # fmt: skip
+        elif not nvidia:
+            problems.append((
+                ("accelerator",),
+                f"{acc.device} places the pods on nodes with that GPU, and resources requests no GPU: the pod would "
+                "hold the node without using it (and Flyte applies the device only to pods that request "
+                "nvidia.com/gpu); request it, e.g. resources.requests.gpu: 1",
+            ))  # fmt: skip
+        for name in nvidia:
+            profile = name.removeprefix(MIG_PREFIX)
+            if is_mig(name) and acc.partition is not None and profile != acc.partition:
+                problems.append((
+                    ("resources", *self.resources.where(name)),
+                    f"a {profile} slice, and accelerator.partition is {acc.partition}; give one partition",
+                ))  # fmt: skip
+        mig = acc.mig_resource()
+        if mig is not None and GPU_RESOURCE in counts:
+            # nvidia.com/gpu on a partitioned node is slices: core/resources' rule for them, one per pod.
+            for name, why in accelerator_problems(self.device_counts()):
+                if name == mig:
+                    problems.append((("resources", *self.resources.where(GPU_RESOURCE)), why))
+        return problems
 
     def _declared_port(self) -> tuple[tuple[str | int, ...], int] | None:
         """The containerPort the user named pytorchjob-port on pod_template's pytorch container, and where."""
@@ -1608,7 +1759,7 @@ class ElasticSpec(_Section):
     def _fill_derived(self) -> None:
         """Defaults that depend on other fields, each recorded with its reason for --explain."""
         if self.nproc_per_node is None:
-            count, rule = self.resources.process_rule()
+            count, rule = self.process_rule()
             object.__setattr__(self, "nproc_per_node", count)
             self._derived["nproc_per_node"] = f"derived: {rule}"
         declared = self._declared_port()
