@@ -36,7 +36,7 @@ from elastic_compile.schema.models import (
     mounts_shm,
     no_overcommit,
 )
-from elastic_compile.targets import bundle, network
+from elastic_compile.targets import accelerator, bundle, network
 from elastic_compile.targets.launcher import add_launcher_env, container_command
 
 SHM_VOLUME = SHM_VOLUME_NAME
@@ -228,10 +228,13 @@ def build_pod_template(
     downward: Sequence[tuple[str, str]] = contract.DOWNWARD_ENV,
     *,
     shm_volume: bool = True,
+    placement: bool = True,
 ) -> dict[str, Any]:
     """The PodTemplateSpec of every worker, running ``spec.launcher`` with elastic-launch's ``launch_args``.
 
-    ``downward``: see :func:`downward_env`; ``shm_volume=False``: without our /dev/shm volume.
+    ``downward``: see :func:`downward_env`; ``shm_volume=False``: without our /dev/shm volume;
+    ``placement=False``: without ``accelerator``'s nodeSelector and tolerations (Flyte selects
+    the nodes itself, from the task's gpuAccelerator: :mod:`.accelerator`).
     ``launcher: bundled`` adds the volume of the launcher's ConfigMap and the annotations
     naming the launcher file (:mod:`.bundle`).
     """
@@ -263,6 +266,8 @@ def build_pod_template(
         # <job>-worker-0, the rendezvous, does not resolve.
         pod["dnsPolicy"] = HOST_NETWORK_DNS
     pod.update(user_spec)
+    if placement:
+        accelerator.add_to_pod(spec, pod)
 
     metadata: dict[str, Any] = {}
     labels = {**spec.pod_template.metadata.labels, **network.pod_labels(spec)}

@@ -8,6 +8,7 @@ from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.compact import CORE_FILE
 from elastic_compile.targets import Document, Target, bundle
+from elastic_compile.targets.accelerator import placement_problems
 from elastic_compile.targets.checks import (
     env_generation_problems,
     identity_errors,
@@ -30,7 +31,7 @@ class PodTemplateTarget(Target):
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
         # The training operator v1 runs this pod and sets its own env in it.
-        raise_problems(env_generation_problems(spec, "v1"), loaded)
+        raise_problems([*env_generation_problems(spec, "v1"), *placement_problems(spec)], loaded)
         # The same pod as the PyTorchJob's Worker: one plan, so the two never drift apart.
         plan = spec_to_plan(spec)
         template = Document("podtemplate.yaml.j2", "podtemplate.yaml", API_VERSION, KIND, {"plan": plan})

@@ -7,6 +7,7 @@ from typing import Any
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets import Document, Target, bundle, network
+from elastic_compile.targets.accelerator import placement_problems
 from elastic_compile.targets.checks import env_generation_problems, identity_errors, raise_problems, schema_errors
 from elastic_compile.targets.pytorchjob.checks import pod_errors, webhook_errors
 from elastic_compile.targets.pytorchjob.plan import spec_to_plan
@@ -30,7 +31,9 @@ class PyTorchJobTarget(Target):
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
         # The training operator v1 runs this pod and sets its own env in it.
-        raise_problems([*env_generation_problems(spec, "v1"), *network.network_problems(spec)], loaded)
+        raise_problems(
+            [*env_generation_problems(spec, "v1"), *network.network_problems(spec), *placement_problems(spec)], loaded
+        )
         plan = spec_to_plan(spec)
         job = Document("pytorchjob.yaml.j2", "pytorchjob.yaml", API_VERSION, KIND, {"plan": plan})
         documents = [*bundle.documents(spec), job]

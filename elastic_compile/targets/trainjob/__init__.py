@@ -42,9 +42,10 @@ class TrainJobTarget(Target):
         return spec.target == self.name
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
+        from elastic_compile.targets.accelerator import placement_problems
         from elastic_compile.targets.trainjob.plan import spec_to_trainjob_plan, trainjob_problems
 
-        raise_problems([*trainjob_problems(spec), *network.network_problems(spec)], loaded)
+        raise_problems([*trainjob_problems(spec), *network.network_problems(spec), *placement_problems(spec)], loaded)
         plan = spec_to_trainjob_plan(spec)
         docs = [Document("trainjob.yaml.j2", "trainjob.yaml", api.API_VERSION, api.TRAINJOB, {"plan": plan})]
         if plan.runtime is not None:
