@@ -48,11 +48,15 @@ def test_tpus_are_flytekits_tpu_slices() -> None:
         for d in DEVICES.values()
         if any(attr.startswith("slice_") for attr in vars(type(getattr(accelerators, d.constant))))
     }
-    assert slices == {d.name for d in DEVICES.values() if d.tpu} == {
-        "tpu-v5-lite-podslice",
-        "tpu-v5p-slice",
-        "tpu-v6e-slice",
-    }
+    assert (
+        slices
+        == {d.name for d in DEVICES.values() if d.tpu}
+        == {
+            "tpu-v5-lite-podslice",
+            "tpu-v5p-slice",
+            "tpu-v6e-slice",
+        }
+    )
 
 
 def test_partitioned_is_how_flytekit_names_a_partition() -> None:

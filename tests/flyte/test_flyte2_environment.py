@@ -94,6 +94,15 @@ CASES: dict[str, dict[str, Any]] = {
         "resources": {"requests": {"nvidia.com/gpu": 1}},
         "env": {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0", "OMP_NUM_THREADS": "4"},
     },
+    "accelerator": {"nnodes": 2, "resources": {"requests": {"gpu": 8}}, "accelerator": "nvidia-h100"},
+    "accelerator-partition": {
+        "nnodes": "1:3",
+        "resources": {"requests": {"gpu": 1}},
+        "accelerator": {"device": "nvidia-tesla-a100", "partition": "1g.5gb"},
+        # For the Kubernetes targets: Flyte selects the nodes itself, from gpuAccelerator.
+        "accelerator_label": "cloud.google.com/gke-accelerator",
+        "accelerator_tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    },
 }
 
 DOWNWARD = {name for name, _ in contract.DOWNWARD_ENV}
@@ -223,6 +232,37 @@ def test_shared_memory_goes_to_the_backend(built: dict[str, Built], name: str, e
     mounts = [m["mountPath"] for c in pod["containers"] for m in c.get("volumeMounts", [])]
     assert mounts.count("/dev/shm") == (1 if name == "own-shm-mount" else 0)
     assert "flyte-shm" not in {v["name"] for v in pod.get("volumes", [])}
+
+
+@pytest.mark.parametrize(
+    ("name", "device"),
+    [
+        ("accelerator", {"device": "nvidia-h100"}),
+        ("accelerator-partition", {"device": "nvidia-tesla-a100", "partitionSize": "1g.5gb"}),
+        ("range-gpus-run-policy", None),  # a GPU count alone asks for no device type
+    ],
+)
+def test_the_device_type_is_flytekits(built: dict[str, Built], name: str, device: Any) -> None:
+    """flyte serializes the Device as flytekit serializes its constant: one gpuAccelerator for both generations.
+
+    The device is passed verbatim (flyte.Device): flyte's own short names map H100 to nvidia-tesla-h100, where
+    flytekit's H100 is nvidia-h100, and a Flyte 2 task would then select other nodes than the Flyte 1 task.
+    """
+    import flyte
+
+    theirs = built[name].flyte2["taskTemplate"]
+    assert (theirs.get("extendedResources") or {}).get("gpuAccelerator") == device
+    assert (built[name].flyte1["template"].get("extendedResources") or {}).get("gpuAccelerator") == device
+    if device is not None:
+        gpus = 8 if name == "accelerator" else 1
+        assert built[name].kwargs["resources"].gpu == flyte.Device(
+            quantity=gpus, device_class="GPU", device=device["device"], partition=device.get("partitionSize")
+        )
+        primary = _containers(theirs["k8sPod"]["podSpec"])["pytorch"]
+        assert primary["resources"] == {"requests": {"gpu": str(gpus)}, "limits": {"gpu": str(gpus)}}
+        # Neither our nodeSelector nor the platform's tolerations: the backend adds its own from gpuAccelerator.
+        assert "nodeSelector" not in theirs["k8sPod"]["podSpec"] and "tolerations" not in theirs["k8sPod"]["podSpec"]
+    assert built["accelerator-partition"].env.plugin_config.nproc_per_node == 1  # one process on a MIG slice
 
 
 def test_sidecars_node_selector_and_env_order(built: dict[str, Built]) -> None:

@@ -56,6 +56,12 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "pod-labels": {"nnodes": 2, "pod_template": {"metadata": {"labels": {"team": "ml"}}}, "istio_sidecar": True},
     "named": {"nnodes": 2, "flyte": {"project": "p", "domain": "d", "name": "train.elastic", "version": "abc123"}},
+    "accelerator": {"nnodes": 2, "resources": {"requests": {"gpu": 8}}, "accelerator": "nvidia-h100"},
+    "accelerator-partition": {
+        "nnodes": 2,
+        "resources": {"requests": {"gpu": 1}},
+        "accelerator": {"device": "nvidia-tesla-a100", "partition": "1g.5gb"},
+    },
 }
 
 

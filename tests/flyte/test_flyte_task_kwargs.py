@@ -54,6 +54,13 @@ CASES: dict[str, dict[str, Any]] = {
     "extended-resource": {"nnodes": 2, "resources": {"requests": {"cpu": 2, "example.com/fpga": 1}}},
     "rdzv-port-and-conf": {"nnodes": 2, "rdzv": {"port": 29400, "conf": {"keep_alive_interval": "10"}}},
     "user-sets-launcher-env": {"nnodes": 2, "env": {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"}},
+    "accelerator": {"nnodes": 2, "resources": {"requests": {"gpu": 4}}, "accelerator": "nvidia-l4"},
+    "accelerator-partition": {
+        "nnodes": 2,
+        "resources": {"requests": {"gpu": 1}},
+        "accelerator": {"device": "nvidia-a100-80gb", "partition": "2g.20gb"},
+        "accelerator_label": "k8s.amazonaws.com/accelerator",  # for the Kubernetes targets: Flyte ignores it
+    },
 }
 
 
@@ -97,6 +104,7 @@ def test_serialized_like_dash_t_flyte(tasks: dict[str, Built], name: str) -> Non
     assert canonical(theirs.get("custom")) == canonical(ours.get("custom"))
     for key in ("type", "taskTypeVersion", "config"):
         assert theirs[key] == ours[key], key
+    assert canonical(theirs.get("extendedResources")) == canonical(ours.get("extendedResources"))
     assert theirs["k8sPod"]["metadata"] == ours["k8sPod"]["metadata"]
     our_pod, their_pod = copy.deepcopy(ours["k8sPod"]["podSpec"]), copy.deepcopy(theirs["k8sPod"]["podSpec"])
     our_primary = next(c for c in our_pod["containers"] if c["name"] == "pytorch")
@@ -108,6 +116,16 @@ def test_serialized_like_dash_t_flyte(tasks: dict[str, Built], name: str) -> Non
     assert their_env == our_env + added
     assert {e["name"] for e in added} <= {e["name"] for e in LAUNCHER_ENV}
     assert canonical(their_pod) == canonical(our_pod)
+
+
+def test_accelerator_is_flytekits_constant(tasks: dict[str, Built]) -> None:
+    from flytekit.extras.accelerators import A100_80GB, L4
+
+    assert tasks["accelerator"].kwargs["accelerator"] is L4
+    assert tasks["accelerator"].theirs["template"]["extendedResources"] == {"gpuAccelerator": {"device": "nvidia-l4"}}
+    partition = tasks["accelerator-partition"].kwargs["accelerator"].to_flyte_idl()
+    assert partition == A100_80GB.partition_2g_20gb.to_flyte_idl()
+    assert "accelerator" not in tasks["shm-off"].kwargs
 
 
 def test_launcher_env_is_added_unless_the_spec_sets_it(tasks: dict[str, Built]) -> None:

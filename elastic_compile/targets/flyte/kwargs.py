@@ -11,7 +11,7 @@ launcher with our pod, resources and rendezvous timeouts:
   flytekit's own would mount it on ``containers[0]`` and warn on every task;
 * ``pod_template``: the pod of ``-t flyte`` (``targets.flyte.task.flyte_pod_template``), with
   two environment variables that elastic-launch would otherwise set itself;
-* ``requests`` / ``limits`` / ``container_image``.
+* ``requests`` / ``limits`` / ``container_image``, and ``accelerator`` (flytekit's constant).
 
 Serialized by flytekit, such a task matches ``-t flyte`` on ``custom``, resources and
 the pod spec; only the primary container's command and args differ (flytekit writes
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic_compile import contract
+from elastic_compile.core.accelerators import DEVICES
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.extends import load_spec
@@ -84,6 +85,8 @@ def spec_task_kwargs(spec: ElasticSpec, loaded: Loaded | None = None) -> dict[st
         ),
         "container_image": spec.image,
     }
+    if spec.accelerator is not None:
+        kwargs["accelerator"] = accelerator(spec.accelerator.device, spec.accelerator.partition)
     resources = primary.get("resources", {})
     if all(name in _RESOURCE_FIELDS for side in resources.values() for name in side):
         # flytekit replaces the template's resources with its own when it has any, so
@@ -92,6 +95,18 @@ def spec_task_kwargs(spec: ElasticSpec, loaded: Loaded | None = None) -> dict[st
             if resources.get(side):
                 kwargs[side] = Resources(**{_RESOURCE_FIELDS[k]: v for k, v in resources[side].items()})
     return kwargs
+
+
+def accelerator(device: str, partition: str | None) -> Any:
+    """flytekit's accelerator for ``device``: its constant in ``flytekit.extras.accelerators``, partitioned.
+
+    The constant serializes the device alone; ``partitioned`` is flytekit's own way to a partition
+    (``A100.partition_1g_5gb`` is ``A100.partitioned("1g.5gb")``).
+    """
+    from flytekit.extras import accelerators
+
+    constant = getattr(accelerators, DEVICES[device].constant)
+    return constant if partition is None else type(constant).partitioned(partition)
 
 
 def elastic_config(spec: ElasticSpec) -> Any:

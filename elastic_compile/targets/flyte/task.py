@@ -84,6 +84,8 @@ class FlyteTask:
     task_type_version: int
     config: dict[str, str]
     k8s_pod: dict[str, Any]
+    #: ``extendedResources`` (``gpuAccelerator``), or None when the spec names no accelerator.
+    extended_resources: dict[str, Any] | None = None
 
     def document(self) -> dict[str, Any]:
         """The admin.TaskSpec, as the template prints it (for Python callers and tests)."""
@@ -96,6 +98,8 @@ class FlyteTask:
         if self.custom is not None:
             template["custom"] = self.custom
         template["taskTypeVersion"] = self.task_type_version
+        if self.extended_resources is not None:
+            template["extendedResources"] = self.extended_resources
         template["config"] = self.config
         template["k8sPod"] = self.k8s_pod
         return {"template": template}
@@ -174,7 +178,32 @@ def flyte_problems(spec: ElasticSpec, *, flytekit: bool = False) -> list[tuple[F
         problem("start_method", "flytekit's Elastic starts workers with spawn or fork only")
     if flytekit and spec.hang_timeout is not None:
         problem("hang_timeout", "flytekit's Elastic has no hang watchdog (elastic-launch's); remove hang_timeout")
+    if spec.accelerator is not None and GPU_RESOURCE not in spec.resources.accelerators():
+        mig = next(iter(spec.resources.accelerators()), None)  # the schema allows only NVIDIA devices beside it
+        if mig is not None:
+            problems.append((
+                ("resources", *spec.resources.where(mig)),
+                f"Flyte applies accelerator only to pods that request nvidia.com/gpu (its gpu-resource-name: "
+                f"pod_helper.go ApplyGPUNodeSelectors), so {mig} would run on any node; request gpu: 1 and give "
+                "the slice as accelerator.partition",
+            ))  # fmt: skip
     return problems
+
+
+def gpu_accelerator(spec: ElasticSpec) -> dict[str, str] | None:
+    """``extendedResources.gpuAccelerator`` as flytekit serializes ``accelerator=`` (MessageToDict of
+    flyteidl's ``core.GPUAccelerator``): the device, and ``partitionSize`` for a partition. None without one.
+
+    flytekit's ``A100`` (no partition chosen) writes the device alone, as a ``GPUAccelerator`` does
+    (flytekit/extras/accelerators.py ``to_flyte_idl``); the device class is NVIDIA_GPU, the enum's 0,
+    so it is not written."""
+    acc = spec.accelerator
+    if acc is None:
+        return None
+    out = {"device": acc.device}
+    if acc.partition is not None:
+        out["partitionSize"] = acc.partition
+    return out
 
 
 # --------------------------------------------------------------------------- the task
@@ -222,6 +251,7 @@ def flyte_pod_template(spec: ElasticSpec, *, shm_volume: bool = True) -> dict[st
         flyte_launcher_args(spec),
         spec.shutdown_timeout + GRACE_MARGIN_SECONDS,
         shm_volume=shm_volume,
+        placement=False,  # the backend selects the device's nodes from gpuAccelerator, by its own labels
     )
     primary = next(c for c in template["spec"]["containers"] if c["name"] == contract.TRAINING_CONTAINER)
     res = flyte_resources(spec)
@@ -394,7 +424,13 @@ def spec_to_flyte(spec: ElasticSpec, loaded: Loaded | None = None) -> FlyteTask:
         task_type_version=TASK_TYPE_VERSION,
         config={PRIMARY_CONTAINER_KEY: contract.TRAINING_CONTAINER},
         k8s_pod={"metadata": pod.get("metadata", {}), "podSpec": struct_value(pod["spec"])},
+        extended_resources=_extended_resources(spec),
     )
+
+
+def _extended_resources(spec: ElasticSpec) -> dict[str, Any] | None:
+    accelerator = gpu_accelerator(spec)
+    return None if accelerator is None else {"gpuAccelerator": accelerator}
 
 
 # --------------------------------------------------------------------------- checks

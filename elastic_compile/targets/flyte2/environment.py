@@ -239,7 +239,7 @@ def spec_to_flyte2(spec: ElasticSpec, loaded: Loaded | None = None, *, name: str
     add_launcher_env(spec, primary, set(env_vars))
     if not primary["env"]:
         del primary["env"]
-    resources = _split_resources(primary)
+    resources = _split_resources(primary, spec)
     if adds_shm(spec):
         resources["shm"] = spec.shared_memory if isinstance(spec.shared_memory, str) else SHM_AUTO
     metadata = template.get("metadata", {})
@@ -273,8 +273,14 @@ def _split_env(spec: ElasticSpec, env: list[dict[str, Any]]) -> tuple[dict[str, 
     return leading, rest[len(leading) :]
 
 
-def _split_resources(container: dict[str, Any]) -> dict[str, Any]:
-    """Move what ``flyte.Resources`` says exactly out of ``container``; return its keyword arguments."""
+def _split_resources(container: dict[str, Any], spec: ElasticSpec) -> dict[str, Any]:
+    """Move what ``flyte.Resources`` says exactly out of ``container``; return its keyword arguments.
+
+    With ``accelerator`` the GPU request is a ``flyte.Device`` (``{device, quantity, partition}``
+    here), whatever name the spec gave the resource: flyte writes a gpuAccelerator only for a
+    device, and with the device verbatim the task selects the same nodes as flytekit's (flyte's
+    own short names differ: its H100 is nvidia-tesla-h100, flytekit's nvidia-h100).
+    """
     res = container.pop("resources", {})
     requests: dict[str, str] = dict(res.get("requests", {}))
     limits: dict[str, str] = dict(res.get("limits", {}))
@@ -283,11 +289,19 @@ def _split_resources(container: dict[str, Any]) -> dict[str, Any]:
         if name in requests:
             request = requests.pop(name)
             kwargs[field] = [request, limits.pop(name)] if name in limits else request
+    acc = spec.accelerator
+    if acc is not None:
+        name = _GPU if _GPU in requests else GPU_RESOURCE
+        quantity = int(parse_quantity(requests.pop(name)))  # the schema requires this request, in whole units
+        device: dict[str, Any] = {"device": acc.device, "quantity": quantity}
+        if acc.partition is not None:
+            device["partition"] = acc.partition
+        kwargs[_GPU] = device
     for name, field in _REQUEST_ONLY.items():
         if name in requests:
             kwargs[field] = requests.pop(name)
     gpus = requests.get(_GPU)
-    if gpus is not None and gpus.isdigit() and str(int(gpus)) == gpus and int(gpus) > 0:
+    if gpus is not None and acc is None and gpus.isdigit() and str(int(gpus)) == gpus and int(gpus) > 0:
         # An int count (Resources(gpu=N) writes str(N)); the limit, which Kubernetes needs
         # equal to it, stays on the template (Resources has GPU requests only). 0 would
         # vanish from Resources, and "2e0" would be rewritten, so those stay too.
@@ -373,6 +387,15 @@ def check_environment(doc: dict[str, Any]) -> list[str]:
             problems.append("plugin_config.nnodes: expected a whole number >= 1 or MIN:MAX")
         if not (type(nproc) is int and nproc >= 1):
             problems.append("plugin_config.nproc_per_node: expected a whole number >= 1")
+    gpu = (doc.get("resources") or {}).get(_GPU) if isinstance(doc.get("resources"), dict) else None
+    if isinstance(gpu, dict):
+        # flyte.Device(device, quantity, partition): a device verbatim, a quantity of at least 1.
+        if set(gpu) - {"device", "quantity", "partition"} or not isinstance(gpu.get("device"), str):
+            problems.append("resources.gpu: expected {device, quantity, partition} (flyte.Device)")
+        if not (type(gpu.get("quantity")) is int and gpu["quantity"] >= 1):
+            problems.append("resources.gpu.quantity: expected a whole number >= 1")
+    elif gpu is not None and not (type(gpu) is int and gpu >= 1):
+        problems.append("resources.gpu: expected a whole number >= 1 or {device, quantity, partition}")
     template = doc.get("pod_template")
     if isinstance(template, dict):
         primary = template.get("primary_container_name")

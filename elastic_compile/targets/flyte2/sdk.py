@@ -32,6 +32,10 @@ def to_sdk(env: Flyte2Environment, loaded: Loaded | None = None) -> dict[str, An
     run_policy = RunPolicy(**config.pop("run_policy"))
     # A [request, limit] pair is a tuple to flyte.Resources.
     resources: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in env.resources.items()}
+    gpu = resources.get("gpu")
+    if isinstance(gpu, dict):
+        # The device verbatim (flytekit's vocabulary): flyte.GPU() takes flyte's short names only.
+        resources["gpu"] = flyte.Device(device_class="GPU", **gpu)
     return {
         "name": env.name,
         "image": env.image,
