@@ -11,12 +11,14 @@ import shlex
 from typing import Any
 
 from pydantic import BaseModel
+from yaml.nodes import ScalarNode
 
 from elastic_compile import contract
 from elastic_compile.compiler.pipeline import Compiled
 from elastic_compile.core.errors import printable
 from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.schema.models import NNodes
+from elastic_compile.targets import accelerator
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS
 from elastic_compile.targets.pod import HOST_NETWORK_DNS, SCRATCH_VOLUME, host_network_dns, needs_scratch, sidecar_names
 
@@ -42,6 +44,9 @@ def _model_json(value: Any) -> Any:
     raise TypeError(f"cannot show {type(value).__name__}")
 
 
+# The outputs whose pods get accelerator's nodeSelector (the Flyte targets carry gpuAccelerator instead).
+_PLACED_KINDS = frozenset({"PyTorchJob", "TrainJob", "PodTemplate"})
+
 # Fields shown only when set: they change nothing in the output.
 _ONLY_WHEN_SET = {"schema_", "extends"}
 
@@ -55,7 +60,13 @@ def _lines(model: BaseModel, prefix: tuple[str, ...], compiled: Compiled) -> lis
         if name in _ONLY_WHEN_SET and value is None:
             continue
         if isinstance(value, BaseModel) and not isinstance(value, NNodes):
-            rows += _lines(value, path, compiled)
+            loaded = compiled.loaded
+            found = loaded.source(path) if loaded is not None else None
+            if loaded is not None and found is not None and isinstance(found[1], ScalarNode):
+                # Written in its short form (accelerator: nvidia-l4, function: "pkg.mod:fn"): one row, there.
+                rows += _written(loaded, path, value, "")
+            else:
+                rows += _lines(value, path, compiled)
             continue
         if compiled.loaded is not None and compiled.loaded.source(path) is not None:
             rows += _written(compiled.loaded, path, value, "")
@@ -96,6 +107,9 @@ def explain(compiled: Compiled) -> str:
     out = [f"# {compiled.spec.name}: every setting, resolved from {origin}\n"]
     for path, value, source in rows:
         out.append(f"{f'{path}: {value}':<{width}}  # {source}\n")
+    placed = accelerator.describe(compiled.spec)
+    if placed is not None and any(o.document.kind in _PLACED_KINDS for o in compiled.outputs):
+        out.append(placed)
     trainjob = next((o for o in compiled.outputs if o.document.kind == "TrainJob"), None)
     if trainjob is not None:
         out.extend(_trainjob_layout(trainjob.document.context["plan"], compiled.spec.launcher))

@@ -150,8 +150,16 @@ def _choose(preset: Preset, device: str, values: tuple[str, ...], partition: str
 def add_to_pod(spec: ElasticSpec, pod: dict[str, Any]) -> None:
     """Add ``spec.accelerator``'s nodeSelector entries and tolerations to a built pod spec (after the user's)."""
     place = placement(spec)
-    if place.node_selector:
-        pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **place.node_selector}
+    if place.node_selector and "nodeSelector" in pod:
+        pod["nodeSelector"] = {**pod["nodeSelector"], **place.node_selector}
+    elif place.node_selector:
+        # A new nodeSelector goes before the tolerations, whoever wrote those: one place for it, so
+        # that compile -> import -> compile gives the same bytes (import leaves the tolerations).
+        entries = list(pod.items())
+        at = next((i for i, (key, _) in enumerate(entries) if key == "tolerations"), len(entries))
+        entries.insert(at, ("nodeSelector", dict(place.node_selector)))
+        pod.clear()
+        pod.update(entries)
     if place.tolerations:
         pod["tolerations"] = [*(pod.get("tolerations") or []), *place.tolerations]
 

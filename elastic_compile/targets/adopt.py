@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from elastic_compile import contract
 from elastic_compile import contract_values as cv
+from elastic_compile.core.accelerators import read_selector
 from elastic_compile.core.engine_env import Generation, generation_env_problem, injected
 from elastic_compile.core.loader import dotted
 from elastic_compile.core.resources import accelerator_counts, process_rule
@@ -799,6 +800,7 @@ def adopt_pod(
         )
         spec.pop("restartPolicy")
 
+    _accelerator(draft, spec, base)
     rest: dict[str, Any] = {}
     training_rest = {k: v for k, v in training.items() if k != "name"}
     pod_containers: list[Any] = []
@@ -858,6 +860,33 @@ def adopt_pod(
     for key in meta:
         if key not in ("labels", "annotations"):
             draft.warn((*base, "metadata", key), f"cannot carry the pod template's metadata.{key}; dropped")
+
+
+def _accelerator(draft: Draft, spec: dict[str, Any], base: Path) -> None:
+    """``accelerator`` and ``accelerator_label`` from the pod's nodeSelector, on a preset's label with a known value.
+
+    Only for a pod that requests NVIDIA GPUs (``gpu``), the devices ``accelerator`` names. The
+    entries the compiler writes again from them leave ``pod_template``; a device whose label
+    has several values on the platform (GKE's two H100s) keeps its entry, which chooses.
+    """
+    selector = spec.get("nodeSelector")
+    requested = [draft.get("resources", side) or {} for side in ("requests", "limits")]
+    if not isinstance(selector, dict) or not any(GPU_KEY in side for side in requested):
+        return
+    found = read_selector(selector)
+    if found is None:
+        return
+    where = (*base, "spec", "nodeSelector", found.preset.label)
+    if found.partition is None:
+        draft.set(("accelerator",), found.device, where)
+    else:
+        draft.set(("accelerator",), {"device": found.device, "partition": found.partition}, where)
+    draft.set(("accelerator_label",), found.preset.label, where)
+    kept = {k: v for k, v in selector.items() if k not in found.keys}
+    if kept:
+        spec["nodeSelector"] = kept
+    else:
+        del spec["nodeSelector"]
 
 
 def _resources(draft: Draft, resources: Any, path: Path) -> None:

@@ -69,6 +69,7 @@ def test_imported_spec_is_clean() -> None:
     }
 
 
+_GKE, _EKS, _GFD = "cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator", "nvidia.com/gpu.product"
 _names = st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True)
 _values = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12)
 
@@ -125,6 +126,13 @@ def _specs(draw: st.DrawFn) -> dict[str, Any]:
                 "containers": [{"name": "pytorch", "imagePullPolicy": "Always"}],
             }
         }
+    if gpus and draw(st.booleans()):  # a device type on a preset's label (read back by import)
+        label, device = draw(st.sampled_from([(_GKE, "nvidia-l4"), (_EKS, "nvidia-h100"), (_GFD, "nvidia-tesla-t4")]))
+        if gpus == 1 and label != _GFD and draw(st.booleans()):
+            device = {"device": "nvidia-tesla-a100", "partition": draw(st.sampled_from(["1g.5gb", "3g.20gb"]))}
+        spec.update(accelerator=device, accelerator_label=label)
+        if draw(st.booleans()):
+            spec["accelerator_tolerations"] = [{"key": label, "operator": "Exists", "effect": "NoSchedule"}]
     return spec
 
 
@@ -308,6 +316,52 @@ def test_hand_written_layouts(changes: dict[str, Any], expected: dict[str, Any],
     notes = "\n".join(map(str, imported.notes))
     assert said in notes
     compile_text(imported.text, "spec.yaml")  # what import writes, compiles
+
+
+@pytest.mark.parametrize(
+    ("selector", "gpus", "expected", "kept"),
+    [
+        ({_GKE: "nvidia-tesla-t4"}, 1, {"accelerator": "nvidia-tesla-t4", "accelerator_label": _GKE}, None),
+        (
+            {"pool": "a", _GKE: "nvidia-tesla-a100", "cloud.google.com/gke-gpu-partition-size": "1g.5gb"},
+            1,
+            {"accelerator": {"device": "nvidia-tesla-a100", "partition": "1g.5gb"}, "accelerator_label": _GKE},
+            {"pool": "a"},
+        ),
+        # GKE's two H100 types: the device is read, and the selector that chooses one stays.
+        ({_GKE: "nvidia-h100-mega-80gb"}, 8, {"accelerator": "nvidia-h100"}, {_GKE: "nvidia-h100-mega-80gb"}),
+        ({_EKS: "nvidia-h200"}, 8, {"accelerator": "nvidia-h200", "accelerator_label": _EKS}, None),
+        ({_GFD: "NVIDIA-L4"}, 2, {"accelerator": "nvidia-l4", "accelerator_label": _GFD}, None),
+        # Not read: a product that is not one device's, a value no preset knows, no GPU, a partition flytekit
+        # does not define.
+        ({_GFD: "NVIDIA-A100-SXM4-80GB"}, 8, {"accelerator": None}, {_GFD: "NVIDIA-A100-SXM4-80GB"}),
+        ({_GKE: "nvidia-h100-80gbx"}, 8, {"accelerator": None}, {_GKE: "nvidia-h100-80gbx"}),
+        ({_GKE: "nvidia-l4"}, 0, {"accelerator": None}, {_GKE: "nvidia-l4"}),
+        (
+            {_GKE: "nvidia-tesla-a100", "cloud.google.com/gke-gpu-partition-size": "1g.10gb"},
+            1,
+            {"accelerator": None},
+            {_GKE: "nvidia-tesla-a100", "cloud.google.com/gke-gpu-partition-size": "1g.10gb"},
+        ),
+    ],
+)
+def test_a_device_type_is_read_from_the_node_selector(
+    selector: dict[str, str], gpus: int, expected: dict[str, Any], kept: dict[str, str] | None
+) -> None:
+    limits = {"nvidia.com/gpu": gpus} if gpus else {"memory": "64Gi"}
+    changes: dict[str, Any] = {
+        f"{_WORKER}.template.spec.nodeSelector": selector,
+        f"{_CONTAINER}.resources": {"limits": limits},
+    }
+    (imported,) = import_stream(_job(**changes), "job.yaml")
+    spec = _spec(imported.text)
+    for key, value in expected.items():
+        assert spec.get(key) == value, imported.text
+    assert (spec.get("pod_template") or {}).get("spec", {}).get("nodeSelector") == kept
+    assert not [n for n in imported.notes if "accelerator" in str(n)]
+    compiled = compile_text(imported.text, "spec.yaml")  # and it compiles to the same selection
+    pod = compiled.outputs[0].doc["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert pod["nodeSelector"] == selector
 
 
 def test_unknown_fields_and_metrics_are_warnings() -> None:
