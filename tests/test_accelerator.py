@@ -306,3 +306,38 @@ def test_every_preset_value_is_a_label_value() -> None:
     assert meta_name_problems({f"k/{i}": v for i, v in enumerate(sorted(values))}, "label", check_value=True) == []
     for preset in PRESETS.values():
         assert set(preset.values or {}) <= set(DEVICES) and set(preset.models) <= set(DEVICES)
+
+
+# --------------------------------------------------------------------------- the example
+
+
+def test_the_example_compiles_as_the_docs_say() -> None:
+    """examples/accelerator/: a GKE platform base and two jobs (docs/spec.md, "Which GPU")."""
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    from elastic_compile.compiler.pipeline import compile_path, resolver
+    from elastic_compile.core.loader import load_file
+
+    root = Path(__file__).resolve().parents[1]
+    folder = root / "examples" / "accelerator"
+    schema = jsonschema.Draft202012Validator(json.loads((root / "elastic.schema.json").read_text()))
+    for path in sorted(folder.glob("*.elastic.yaml")):
+        assert list(schema.iter_errors(load_file(path).data)) == [], path.name
+    bases = resolver(root)
+    sweep = compile_path(folder / "sweep.elastic.yaml", ("pytorchjob", "flyte"), bases=bases)
+    job, task = (o.doc for o in sweep.outputs)
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] == {
+        GKE: "nvidia-tesla-a100",
+        GKE_PARTITION: "1g.5gb",
+    }
+    assert job["spec"]["nprocPerNode"] == "1"
+    assert task["template"]["extendedResources"]["gpuAccelerator"] == {
+        "device": "nvidia-tesla-a100",
+        "partitionSize": "1g.5gb",
+    }
+    pretrain = compile_path(folder / "pretrain.elastic.yaml", TARGETS, bases=bases)
+    for output in pretrain.outputs:
+        assert '"cloud.google.com/gke-accelerator": "nvidia-h100-mega-80gb"' in json.dumps(output.doc)

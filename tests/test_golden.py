@@ -49,7 +49,7 @@ REGEN_HINT = f"if the change is intended, regenerate with `{REGEN_COMMAND}` and 
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / SPEC).is_file())
 # Cases whose explain.txt is pinned too (regeneration writes it only for these).
 EXPLAIN_CASES = (
-    "elastic-range", "env-secret-refs", "minimal", "pod-template-sidecar", "single-node-function",
+    "accelerator-gke-partition", "elastic-range", "env-secret-refs", "minimal", "pod-template-sidecar", "single-node-function",
     "trainjob-sidecar-runtime",
 )  # fmt: skip
 

@@ -493,6 +493,22 @@ def _label_key(value: str) -> str:
 
 LabelKey = Annotated[str, _text("a node label key"), AfterValidator(_label_key)]
 
+# Kubernetes' Toleration, for editors (the compiler checks it against Kubernetes' own schema).
+_TOLERATIONS_SCHEMA: Final = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "key": {"type": "string"},
+            "operator": {"enum": ["Equal", "Exists"]},
+            "value": {"type": "string"},
+            "effect": {"enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]},
+            "tolerationSeconds": {"type": "integer"},
+        },
+        "additionalProperties": False,
+    },
+}
+
 
 def _tolerations(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
     # Kubernetes' Toleration, as pod_template.spec.tolerations is checked (shape, then values).
@@ -1289,15 +1305,17 @@ class ElasticSpec(_Section):
         "platform base. Presets: cloud.google.com/gke-accelerator (GKE), k8s.amazonaws.com/accelerator (EKS, "
         "Flyte's default: Flyte's device names), nvidia.com/gpu.product (NVIDIA GPU feature discovery: product "
         "names, mapped only where one product is the device); any other key holds Flyte's device names, as "
-        "Flyte's gpu-device-node-label does. Default: none, so accelerator is an error on those targets.",
+        "Flyte's gpu-device-node-label does. Default: none: with accelerator, the Kubernetes targets are an error.",
     )
     accelerator_partition_label: LabelKey | None = Field(
         None,
-        description="The node label that carries a MIG partition size (1g.5gb). Default: the preset's "
-        "(cloud.google.com/gke-gpu-partition-size on GKE, k8s.amazonaws.com/gpu-partition-size, Flyte's default, "
-        "on EKS); GPU feature discovery names a slice in its product label instead.",
+        description="The node label that carries a MIG partition size (1g.5gb), for the Kubernetes targets. "
+        "Default: the preset's: cloud.google.com/gke-gpu-partition-size (GKE), k8s.amazonaws.com/gpu-partition-size "
+        "(EKS, Flyte's default); GPU feature discovery names a slice in its product label instead.",
     )
-    accelerator_tolerations: Annotated[list[dict[str, Any]], AfterValidator(_tolerations)] = Field(
+    accelerator_tolerations: Annotated[
+        list[dict[str, Any]], AfterValidator(_tolerations), WithJsonSchema(_TOLERATIONS_SCHEMA)
+    ] = Field(
         default_factory=list,
         description="Tolerations the pods get when the spec names an accelerator, for the Kubernetes targets: the "
         "taints the platform puts on its GPU nodes. Default: none (GKE tolerates its GPU taint for pods that "
