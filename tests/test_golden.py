@@ -49,8 +49,8 @@ REGEN_HINT = f"if the change is intended, regenerate with `{REGEN_COMMAND}` and 
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / SPEC).is_file())
 # Cases whose explain.txt is pinned too (regeneration writes it only for these).
 EXPLAIN_CASES = (
-    "accelerator-gke-partition", "elastic-range", "env-secret-refs", "minimal", "pod-template-sidecar", "single-node-function",
-    "trainjob-sidecar-runtime",
+    "accelerator-gke-partition", "elastic-range", "env-secret-refs", "minimal", "pod-template-sidecar",
+    "single-node-function", "trainjob-sidecar-runtime",
 )  # fmt: skip
 
 # Cases the compiler currently gets wrong, case -> reason. Their expected files hold the

@@ -118,3 +118,17 @@ def test_explain_of_the_short_form_points_at_it(
     lines = capsys.readouterr().out.splitlines()
     [row] = [line for line in lines if line.startswith("accelerator:")]
     assert row.startswith('accelerator: {"device": "nvidia-l4"}') and row.endswith("# job.elastic.yaml:4")
+
+
+def test_the_spec_docs_excerpt_is_real_output(write: Write, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/spec.md's --explain excerpt, from the files it names (blanks between value and comment aside)."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "spec.md").read_text()
+    block = doc.split("and the\nnodeSelector they make:\n\n```text\n", 1)[1].split("```", 1)[0]
+    write({"_platform.elastic.yaml": PLATFORM.replace(f"accelerator_tolerations: [{GPU_TAINT}]\n", ""),
+           "_slices.elastic.yaml": SLICES, "job.elastic.yaml": f"extends: _slices.elastic.yaml\n{JOB}"})  # fmt: skip
+    assert main(["job.elastic.yaml", "--explain"]) == 0
+    out = {" ".join(line.split()) for line in capsys.readouterr().out.splitlines()}
+    shown = [" ".join(line.split()) for line in block.splitlines()]
+    assert len(shown) == 4 and [line for line in shown if line not in out] == []
