@@ -200,6 +200,13 @@ def test_no_label_on_a_kubernetes_target_names_the_presets() -> None:
           "resources": {"requests": {"nvidia.com/mig-2g.10gb": 1}}}, 'resources.requests["nvidia.com/mig-2g.10gb"]: '
          "a 2g.10gb slice, and accelerator.partition is 1g.5gb"),
         ({"accelerator_label": "not a/label/key"}, "accelerator_label: not a node label key"),
+        ({"accelerator": 5}, "accelerator: expected a device type (nvidia-l4) or {device, partition} (given: 5)"),
+        ({"accelerator": "NVIDIA-TESLA-T4"}, "(did you mean nvidia-tesla-t4? the names are lower case)"),
+        ({"accelerator": "nvidia-l4", "accelerator_partition_label": GKE}, "accelerator_partition_label: the same "
+         "label as accelerator_label"),
+        ({"accelerator": "nvidia-l4", "accelerator_label": GKE_PARTITION}, "accelerator_label: "
+         "cloud.google.com/gke-gpu-partition-size is GKE's partition label; the device's is "
+         "cloud.google.com/gke-accelerator"),
         ({"accelerator_tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedul"}]},
          "accelerator_tolerations[0].effect:"),
     ],
@@ -238,12 +245,12 @@ def test_what_cannot_be_known_is_refused(label: str, device: Any, expected: str 
     ("label", "device", "given", "expected"),
     [
         (GKE, "nvidia-tesla-t4", "nvidia-l4", "accelerator nvidia-tesla-t4 is nvidia-tesla-t4 on "
-         "cloud.google.com/gke-accelerator (GKE), not nvidia-l4; give one device"),
+         "cloud.google.com/gke-accelerator (GKE); give one device"),
         (GKE, "nvidia-h100", "nvidia-h200-141gb", "accelerator nvidia-h100 is nvidia-h100-80gb or "
-         "nvidia-h100-mega-80gb on cloud.google.com/gke-accelerator (GKE), not nvidia-h200-141gb"),
+         "nvidia-h100-mega-80gb on cloud.google.com/gke-accelerator (GKE)"),
         (EKS, "nvidia-l4", "nvidia-l4-vws", "accelerator nvidia-l4 is nvidia-l4 on k8s.amazonaws.com/accelerator "
          "(EKS)"),
-        ("example.com/gpu", "nvidia-l4", "L4", "accelerator nvidia-l4 is nvidia-l4 on example.com/gpu, not L4"),
+        ("example.com/gpu", "nvidia-l4", "L4", "accelerator nvidia-l4 is nvidia-l4 on example.com/gpu; give"),
         (GFD, "nvidia-h100", "NVIDIA-A100-SXM4-80GB", "does not name nvidia-h100 (a product of it holds H100)"),
         (GFD, "nvidia-tesla-a100", "NVIDIA-A100-SXM4-80GB", "does not name nvidia-tesla-a100 (a product of it holds "
          "A100 and 40GB)"),
@@ -341,3 +348,17 @@ def test_the_example_compiles_as_the_docs_say() -> None:
     pretrain = compile_path(folder / "pretrain.elastic.yaml", TARGETS, bases=bases)
     for output in pretrain.outputs:
         assert '"cloud.google.com/gke-accelerator": "nvidia-h100-mega-80gb"' in json.dumps(output.doc)
+
+
+def test_a_custom_flyte2_template_is_held_to_flytes_device() -> None:
+    """-t flyte2's check of a rendered environment (a --templates typo) knows flyte.Device's fields."""
+    from elastic_compile.targets.flyte2.environment import check_environment
+
+    base = {"name": "train", "image": "x:1", "plugin_config": {"nnodes": 2, "nproc_per_node": 1}}
+    good = {**base, "resources": {"gpu": {"device": "nvidia-l4", "quantity": 2}}}
+    assert check_environment(good) == []
+    bad = {**base, "resources": {"gpu": {"device": "nvidia-l4", "quantity": 0, "partiton": "1g.5gb"}}}
+    assert check_environment(bad) == [
+        "resources.gpu: expected {device, quantity, partition} (flyte.Device)",
+        "resources.gpu.quantity: expected a whole number >= 1",
+    ]

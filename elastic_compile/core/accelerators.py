@@ -99,7 +99,9 @@ def device_problem(name: str) -> str | None:
     if name in DEVICES:
         return None
     by_constant = {d.constant.lower(): d.name for d in DEVICES.values()}
-    if name.lower() in by_constant:
+    if name.lower() in DEVICES:
+        hint = f" (did you mean {name.lower()}? the names are lower case)"
+    elif name.lower() in by_constant:
         hint = f" (flytekit's {name.upper()} is {by_constant[name.lower()]})"
     else:
         close = difflib.get_close_matches(name, list(DEVICES), n=1, cutoff=0.6)

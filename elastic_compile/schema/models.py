@@ -437,7 +437,11 @@ class Resources(_Section):
 
 
 def _accelerator(value: Any) -> Any:
-    return {"device": value} if isinstance(value, str) else value
+    if isinstance(value, str):
+        return {"device": value}
+    if not isinstance(value, dict | Accelerator):
+        raise ValueError("expected a device type (nvidia-l4) or {device, partition}")
+    return value
 
 
 def _device(value: str) -> str:
@@ -1703,7 +1707,13 @@ class ElasticSpec(_Section):
                 ("accelerator",),
                 f"{acc.device} places the pods on nodes with that GPU, and resources requests no GPU: the pod would "
                 "hold the node without using it (and Flyte applies the device only to pods that request "
-                "nvidia.com/gpu); request it, e.g. resources.requests.gpu: 1",
+                "nvidia.com/gpu); request it, e.g. resources.requests.gpu: 1 (or, in a spec that extends a base, "
+                "remove the base's device: accelerator: null)",
+            ))  # fmt: skip
+        if self.accelerator_label is not None and self.accelerator_label == self.accelerator_partition_label:
+            problems.append((
+                ("accelerator_partition_label",),
+                "the same label as accelerator_label: a node label holds the device or its partition, not both",
             ))  # fmt: skip
         for name in nvidia:
             profile = name.removeprefix(MIG_PREFIX)

@@ -54,6 +54,10 @@ def placement(spec: ElasticSpec) -> Placement:
         return Placement(problems=[(("accelerator",), why)])
     device = DEVICES[acc.device]
     preset = PRESETS.get(label)
+    partitions = {p.partition_label: p for p in PRESETS.values() if p.partition_label is not None}
+    if label in partitions:
+        why = f"{label} is {partitions[label].name}'s partition label; the device's is {partitions[label].label}"
+        return Placement(problems=[(("accelerator_label",), why)])
     chosen: dict[str, str] = spec.pod_template.spec.get("nodeSelector") or {}
     problems: list[tuple[FieldPath, str]] = []
     add: dict[str, str] = {}
@@ -95,8 +99,8 @@ def placement(spec: ElasticSpec) -> Placement:
                 what = " or ".join(values) if values else "no value"
                 conflict(
                     label,
-                    f"accelerator {acc.device} is {what} on {label}{platform}, not {given}; give one device: "
-                    "remove this entry or change accelerator",
+                    f"accelerator {acc.device} is {what} on {label}{platform}; give one device: remove this entry "
+                    "or change accelerator",
                 )
         elif len(values) == 1 or preset is None:  # a key of the spec's own holds the device name
             add[label] = device.name if preset is None else values[0]
