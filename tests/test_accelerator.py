@@ -302,6 +302,15 @@ def test_a_partition_selected_in_the_pod_template_needs_the_partition() -> None:
     )
     [problem] = errors(other)
     assert problem.endswith("accelerator.partition is 2g.10gb; give one partition (given: 1g.5gb)")
+    # The same under the mixed strategy, where the resource selects the slice and no label is written.
+    mixed = text(
+        resources={"requests": {"nvidia.com/mig-2g.10gb": 1}},
+        accelerator={"device": "nvidia-tesla-a100", "partition": "2g.10gb"},
+        accelerator_label=GKE,
+        pod_template={"spec": {"nodeSelector": {GKE_PARTITION: "1g.5gb"}}},
+    )
+    [problem] = errors(mixed)
+    assert problem.endswith("accelerator.partition is 2g.10gb; give one partition (given: 1g.5gb)")
 
 
 def test_every_preset_value_is_a_label_value() -> None:

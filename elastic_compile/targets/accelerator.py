@@ -107,17 +107,18 @@ def placement(spec: ElasticSpec) -> Placement:
         else:
             problems.append((("accelerator",), _choose(preset, device.name, values, None)))
     # The partition label.
-    if acc.partition is not None and not in_product and not by_resource:
+    if acc.partition is not None and partition_label is not None and partition_label in chosen:
+        if chosen[partition_label] != acc.partition:
+            conflict(partition_label, f"accelerator.partition is {acc.partition}; give one partition")
+        else:
+            kept[partition_label] = acc.partition
+    elif acc.partition is not None and not in_product and not by_resource:
         if partition_label is None:
             problems.append((
                 ("accelerator", "partition"),
                 f"{label} has no partition label elastic-compile knows: set accelerator_partition_label to the "
                 "label your partitioned nodes carry (Flyte's gpu-partition-size-node-label)",
             ))  # fmt: skip
-        elif chosen.get(partition_label, acc.partition) != acc.partition:
-            conflict(partition_label, f"accelerator.partition is {acc.partition}; give one partition")
-        elif partition_label in chosen:
-            kept[partition_label] = acc.partition
         else:
             add[partition_label] = acc.partition
     elif acc.partition is None and partition_label is not None and partition_label in chosen:
