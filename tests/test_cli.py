@@ -132,3 +132,25 @@ def test_check_before_a_spec_with_output_dir(tmp_path: Path, capsys: pytest.Capt
     assert main(["-o", str(base), "--check", EXAMPLE]) == 0
     assert main(["-o", str(base), "--check", MINIMAL]) == 1
     assert "minimal" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "advice"),
+    [
+        (["-o", "json"], "for json on standard output use --format json"),
+        (["--output=json"], "for json on standard output use --format json"),
+        (["-o", "yaml"], "for yaml on standard output use --format yaml"),
+        (["-oyml"], "for yml on standard output use --format yaml"),
+        (["-o", "-"], "standard output is the default: leave out -o"),
+    ],
+)
+def test_output_format_words_are_not_directories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], advice: str
+) -> None:
+    """kubectl's `-o json` would have written a base into a new directory `json` and printed nothing."""
+    assert main([MINIMAL, *argv]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err.count("\n")) == ("", 1) and advice in err
+    assert list(tmp_path.iterdir()) == []
+    assert main([MINIMAL, "-o", "./json"]) == 0  # a directory of that name, written as a path
+    assert (tmp_path / "json" / "pytorchjob.yaml").is_file()

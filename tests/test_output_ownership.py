@@ -128,14 +128,35 @@ def test_an_ancestor_of_the_working_tree_is_refused(tree: Path, capsys: pytest.C
     assert f"{tree.parent}: is the working tree" in err
 
 
-@pytest.mark.parametrize("where", ["../elsewhere", "/tmp/elastic-compile-outside"])
-def test_outside_the_working_tree_is_refused(tree: Path, capsys: pytest.CaptureFixture[str], where: str) -> None:
-    code, _, err = run(capsys, "train.yaml", "-o", where)
-    assert code == 2
-    assert err == (
-        f"elastic-compile: error: {where}: outside {tree}, the directory elastic-compile may write in (see --root)\n"
-    )
-    assert not Path(where).exists() and not (tree.parent / "elsewhere").exists()
+@pytest.mark.parametrize("where", ["../elsewhere", "absolute"])
+def test_outside_the_working_tree_as_written_is_the_users_choice(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """A DIR or FILE typed on the command line outside the working tree is written and checked there.
+
+    As a spec named on the command line is read there: the command line is the user's, not
+    the pull request's. What a link leads out to stays refused (the tests below).
+    """
+    target = tree.parent / "elsewhere" if where == "../elsewhere" else tmp_path / "out" / "base"
+    shown = where if where == "../elsewhere" else str(target)
+    code, _, err = run(capsys, "train.yaml", "-o", shown)
+    assert code == 0 and "error" not in err
+    assert sorted(p.name for p in target.iterdir()) == BASE_FILES
+    assert run(capsys, "train.yaml", "-o", shown, "--check")[0] == 0
+    code, out, _ = run(capsys, EXAMPLE, "-o", shown, "--check")
+    assert code == 1 and "llm-finetune" in out
+    printed = tmp_path / "job.yaml"
+    code, out, _ = run(capsys, "train.yaml")
+    printed.write_text(out)
+    assert run(capsys, "train.yaml", "--check", printed)[0] == 0
+
+
+def test_outside_through_a_link_into_git_is_refused(tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Outside as written, but a link leads into a .git: hooks there would run as the user's git."""
+    (tmp_path / "git").symlink_to(tree / ".git")
+    code, _, err = run(capsys, "train.yaml", "-o", tmp_path / "git" / "hooks")
+    assert code == 2 and "is .git or inside it" in err
+    assert not (tree / ".git" / "hooks" / "pytorchjob.yaml").exists()
 
 
 def test_root_allows_another_boundary(tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=_output_directory,
         metavar="DIR",
         help="write one file per resource and a kustomization.yaml into DIR, all or nothing (several specs: "
         "DIR/<namespace>/<name>/ each, DIR/<name>/ for a spec without a namespace); replaces and removes only "
@@ -98,9 +98,9 @@ def _parser() -> argparse.ArgumentParser:
         "--root",
         type=Path,
         metavar="DIR",
-        help="-o, --check and the bases specs extend read and write only inside DIR, never through a symbolic "
-        "link leading out of it (default: the git working tree of the current directory, else the current "
-        "directory)",
+        help="the bases specs extend, and -o and --check paths written inside DIR, stay inside DIR, never through "
+        "a symbolic link leading out of it; a path written outside it is your choice (default: the git working "
+        "tree of the current directory, else the current directory)",
     )
     p.add_argument("--strict", action="store_true", help="treat lint warnings as errors (exit 2, nothing written)")
     p.add_argument(
@@ -109,6 +109,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version=f"elastic-compile {__version__}")
     return p
+
+
+#: Words kubectl takes after -o (an output format; ``-`` for standard output): here they would
+#: name a new directory and print nothing.
+FORMAT_WORDS = {"json": "use --format json", "yaml": "use --format yaml", "yml": "use --format yaml"}
+
+
+def _output_directory(text: str) -> Path:
+    """``-o DIR``'s value: a directory, never a kubectl output format (``-o json``) or ``-``."""
+    if text == "-":
+        advice = "standard output is the default: leave out -o"
+    elif text in FORMAT_WORDS:
+        advice = f"for {text} on standard output {FORMAT_WORDS[text]}"
+    else:
+        return Path(text)
+    raise argparse.ArgumentTypeError(
+        f"{text}: -o names the directory of a kustomize base, not an output format; {advice} "
+        f"(a directory of that name: -o ./{text})"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

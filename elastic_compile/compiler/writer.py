@@ -12,8 +12,10 @@ A file at a path we would write that is not ours is refused (one line, exit 2) u
 already holds exactly the bytes we would write (nothing can be lost by taking it over: how
 a base written before the manifest existed is adopted). DIR itself is refused when it holds
 a spec being compiled or a ``.git``, when it is inside a ``.git``, or when it is the working
-tree or one of its ancestors; it must be inside the boundary of
-:mod:`elastic_compile.core.safefs`, and no symbolic link inside it is followed.
+tree or one of its ancestors. A DIR inside the boundary of :mod:`elastic_compile.core.safefs`
+as written is reached without a symbolic link leading out of it; a DIR outside it as written
+is the command line's own choice (as a spec named there is), reached as written; in either
+case no symbolic link inside DIR is followed.
 
 Writes are all-or-nothing: every new file is first written to a temporary file beside its
 target, then each is renamed into place (the old file kept as a hard link until the end);
@@ -199,7 +201,12 @@ def _plan(target: Path, files: dict[str, str], boundary: safefs.Boundary, specs:
             f"{shown}: is the working tree {safefs.display(tree)} or contains it; "
             "elastic-compile writes only into a directory of its own"
         )
-    if _in_git(target) or (safefs.inside(real, boundary.root) and _in_git(real.relative_to(boundary.root))):
+    chosen = reach(target, boundary) is not boundary  # outside as written: all of its real path counts
+    if (
+        _in_git(target)
+        or (safefs.inside(real, boundary.root) and _in_git(real.relative_to(boundary.root)))
+        or (chosen and _in_git(real))
+    ):
         # As written and where its links lead: hooks and config there run as the user's git.
         plan.problems.append(f"{shown}: is .git or inside it; elastic-compile writes only into a directory of its own")
     for spec in specs:
@@ -208,7 +215,7 @@ def _plan(target: Path, files: dict[str, str], boundary: safefs.Boundary, specs:
     if plan.problems:
         return plan
     try:
-        with boundary.directory(target, shown) as dir_fd:
+        with reach(target, boundary).directory(target, shown) as dir_fd:
             _survey(dir_fd, plan, data)
     except safefs.Refused as e:
         plan.problems.append(str(e))
@@ -412,7 +419,7 @@ def write_directory(
     if plan.problems:
         raise WriteError(plan.problems)
     try:
-        with boundary.directory(target, str(target), create=True) as dir_fd:
+        with reach(target, boundary).directory(target, str(target), create=True) as dir_fd:
             _apply(_must(dir_fd), plan)
     except safefs.Refused as e:
         raise WriteError(str(e)) from e
@@ -464,7 +471,7 @@ def diff_file(path: Path, text: str, *, boundary: safefs.Boundary) -> str:
     """Unified diff from the file ``path`` on disk to ``text`` (empty when identical)."""
     shown = str(path)
     try:
-        with boundary.directory(path.parent, str(path.parent) or ".") as parent:
+        with reach(path.parent, boundary).directory(path.parent, str(path.parent) or ".") as parent:
             old = None if parent is None else safefs.read_regular(parent, path.name, shown)
     except safefs.Refused as e:
         raise WriteError(str(e)) from e
@@ -491,6 +498,24 @@ def diff_directory(
     return "".join(out), [plan.at(name) for name in plan.foreign]
 
 
+def reach(path: Path, boundary: safefs.Boundary) -> safefs.Boundary:
+    """The boundary to walk to ``path``, a directory named on the command line.
+
+    Inside ``boundary`` as written: ``boundary`` itself, so that a committed link on the way
+    that leads out is refused. Outside it as written (``-o ../elsewhere``, ``-o /tmp/out``):
+    the user typed that path, not a pull request, so it is reached as written, from its
+    nearest existing ancestor (links there are the user's own); what a write refuses inside
+    DIR (links, ``.git``, foreign files) it still refuses.
+    """
+    absolute = Path(os.path.abspath(path))
+    if safefs.inside(absolute, boundary.root):
+        return boundary
+    start = absolute
+    while not start.is_dir() and start != start.parent:
+        start = start.parent
+    return safefs.Boundary(start)
+
+
 def default_boundary(root: Path | None) -> safefs.Boundary:
     """The boundary for ``-o`` and ``--check``: ``root`` when given, else the working tree."""
     return safefs.Boundary(root if root is not None else safefs.work_tree())
@@ -500,6 +525,7 @@ __all__ = [
     "MANIFEST",
     "WriteError",
     "default_boundary",
+    "reach",
     "diff_directory",
     "diff_file",
     "manifest_text",
