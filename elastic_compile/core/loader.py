@@ -660,6 +660,40 @@ def _stream_hint(text: str, file: str) -> str:
     return f"; a stream of manifests with a {kind}: write a spec from it with: elastic-compile import {source}"
 
 
+def _indentation_message(e: yaml.MarkedYAMLError, text: str) -> str | None:
+    """PyYAML's words for a line indented wrong, said plainly; None for other errors.
+
+    ``expected <block end>, but found ...`` is a line that lines up with no key or list item
+    of the block it follows; ``mapping values are not allowed here`` on a ``key:`` indented
+    deeper than the line above is a key read as more of that line's value.
+    """
+    mark = e.problem_mark
+    if mark is None:
+        return None
+    problem = e.problem or ""
+    if problem.startswith("expected <block end>") and e.context_mark is not None:
+        block = "list" if "collection" in (e.context or "") else "mapping"
+        return (
+            f"bad indentation: this line starts in column {mark.column + 1}, which lines up with no "
+            f"{'item' if block == 'list' else 'key'} of the {block} that starts at line {e.context_mark.line + 1} "
+            f"(column {e.context_mark.column + 1}); indent it as the entries it belongs with"
+        )
+    if problem == "mapping values are not allowed here":
+        lines = text.splitlines()
+        line = lines[mark.line] if mark.line < len(lines) else ""
+        above = next((lines[i] for i in range(mark.line - 1, -1, -1) if lines[i].strip()), None)
+        indent = len(line) - len(line.lstrip(" "))
+        if above is not None and ": " not in line[: mark.column] and indent > len(above) - len(above.lstrip(" ")):
+            return (
+                "bad indentation: this line is indented deeper than the line above, so YAML reads it as more of "
+                "that line's value and finds a ':' in it; indent it as the keys it belongs with"
+            )
+        return (
+            "a ': ' inside a value that is not quoted; quote the value, or indent the line as the keys it belongs with"
+        )
+    return None
+
+
 def _parse_problem(e: Exception, file: str, text: str) -> Problem:
     """One located problem for a limit hit or a PyYAML error (one document or a stream)."""
     if isinstance(e, _LoadLimit):
@@ -676,6 +710,8 @@ def _parse_problem(e: Exception, file: str, text: str) -> Problem:
             message = "expected one YAML document, found several (--- separators)" + _stream_hint(text, file)
         elif "'\\t'" in message:
             message += "; indent with spaces, not tabs"
+        elif (plain := _indentation_message(e, text)) is not None:
+            message = plain
         elif e.context and e.context_mark is not None and e.problem:
             # PyYAML's problem is where it noticed; the context names what was left open.
             where = f"line {e.context_mark.line + 1}, column {e.context_mark.column + 1}"

@@ -807,7 +807,18 @@ def _env_kind(value: Any) -> str:
     return "list" if isinstance(value, list) else "map"
 
 
-EnvMap = dict[EnvName, Annotated[str, _text("an env value")]]
+def _env_map_value(value: Any) -> str:
+    """A value of the map form of ``env``: a string; an EnvVar's fields there mean the list form."""
+    if isinstance(value, dict) and ("valueFrom" in value or "value" in value):
+        raise ValueError(
+            "the map form of env takes a string per name; for valueFrom write env as a list, whose entries "
+            "may mix both: env: [{name: NAME, valueFrom: {secretKeyRef: {name: ..., key: ...}}}, "
+            '{name: OTHER, value: "..."}]'
+        )
+    return _strict_text(value, "an env value")
+
+
+EnvMap = dict[EnvName, Annotated[str, BeforeValidator(_env_map_value)]]
 
 
 def _unique_env(value: Any) -> Any:
