@@ -140,8 +140,11 @@ def batch() -> subprocess.CompletedProcess[bytes]:
 def test_errors_batched_in_one_process(batch: subprocess.CompletedProcess[bytes]) -> None:
     assert batch.returncode == EXIT_INPUT
     assert batch.stdout == b""
-    stderr = batch.stderr.decode("utf-8")
+    stderr, summary = batch.stderr.decode("utf-8").rsplit("\n", 2)[:2]
+    stderr += "\n"
     assert_well_formed(stderr)
+    # A run of several specs ends with one line that counts them and the problems.
+    assert re.fullmatch(rf"elastic-compile: {len(CASES)} specs, nothing written, 0 warnings, \d+ errors", summary)
     if not _regen():
         assert stderr == "".join(expected_stderr(c) for c in CASES)
 

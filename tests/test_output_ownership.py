@@ -151,7 +151,9 @@ def test_outside_the_working_tree_as_written_is_the_users_choice(
     assert run(capsys, "train.yaml", "--check", printed)[0] == 0
 
 
-def test_outside_through_a_link_into_git_is_refused(tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_outside_through_a_link_into_git_is_refused(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Outside as written, but a link leads into a .git: hooks there would run as the user's git."""
     (tmp_path / "git").symlink_to(tree / ".git")
     code, _, err = run(capsys, "train.yaml", "-o", tmp_path / "git" / "hooks")
@@ -217,7 +219,10 @@ def test_several_specs_beside_a_hand_written_overlay(tree: Path, capsys: pytest.
     (prod / "kustomization.yaml").write_text("resources: [../minimal, ../ml-team/llm-finetune]\n")
     (tree / "deploy" / "NOTES.md").write_text("hand-written\n")
     code, _, err = run(capsys, "train.yaml", EXAMPLE, "-o", "deploy")
-    assert (code, err) == (0, "")
+    assert (code, err) == (
+        0,
+        "elastic-compile: 2 specs, 6 files written to deploy, 0 unchanged, 0 warnings, 0 errors\n",
+    )
     assert sorted(p.name for p in (tree / "deploy").iterdir()) == [
         output.MANIFEST, "NOTES.md", "minimal", "ml-team", "prod",
     ]  # fmt: skip
@@ -229,7 +234,10 @@ def test_several_specs_beside_a_hand_written_overlay(tree: Path, capsys: pytest.
     # --check: clean, and the hand-written entries are named (never read), not drift.
     code, out, err = run(capsys, "train.yaml", EXAMPLE, "-o", "deploy", "--check")
     assert (code, out) == (0, "")
-    assert err == "elastic-compile: note: not written by elastic-compile, left alone: deploy/NOTES.md, deploy/prod\n"
+    assert err == (
+        "elastic-compile: note: not written by elastic-compile, left alone: deploy/NOTES.md, deploy/prod\n"
+        "elastic-compile: 2 specs, 0 files stale, 6 current, 0 warnings, 0 errors\n"
+    )
     # One spec fewer: its base goes, the overlay and the notes stay.
     assert run(capsys, EXAMPLE, MINIMAL, "-o", "deploy")[0] == 0
     assert run(capsys, MINIMAL, "train.yaml", "-o", "deploy")[0] == 2  # same name twice, same namespace
@@ -270,7 +278,10 @@ def test_same_name_in_two_namespaces(tree: Path, capsys: pytest.CaptureFixture[s
         (tree / f"{team}.yaml").write_text(MINIMAL.read_text() + f"namespace: {team}\n")
     (tree / "unset.yaml").write_text(MINIMAL.read_text().replace("name: minimal", "name: solo"))
     code, _, err = run(capsys, "team-a.yaml", "team-b.yaml", "unset.yaml", "-o", "deploy")
-    assert (code, err) == (0, "")
+    assert (code, err) == (
+        0,
+        "elastic-compile: 3 specs, 9 files written to deploy, 0 unchanged, 0 warnings, 0 errors\n",
+    )
     deploy = tree / "deploy"
     bases = sorted(str(p.parent.relative_to(deploy)) for p in deploy.rglob("kustomization.yaml"))
     assert bases == ["solo", "team-a/minimal", "team-b/minimal"]
@@ -284,13 +295,17 @@ def test_adding_a_job_never_moves_another(tree: Path, capsys: pytest.CaptureFixt
     """A base's place is a function of its own spec: overlays naming it stay valid."""
     (tree / "team-a.yaml").write_text(MINIMAL.read_text() + "namespace: team-a\n")
     (tree / "unset.yaml").write_text(MINIMAL.read_text().replace("name: minimal", "name: solo"))
-    assert run(capsys, "team-a.yaml", "unset.yaml", "-o", "deploy") == (0, "", "")
+    assert run(capsys, "team-a.yaml", "unset.yaml", "-o", "deploy")[:2] == (0, "")
     deploy = tree / "deploy"
     before = {p.relative_to(deploy): p.stat().st_ino for p in deploy.rglob("*") if p.is_file()}
     assert {str(p.parent) for p in before} == {".", "solo", "team-a/minimal"}
     # The same name in a second namespace used to move every base to <namespace>/<name>.
     (tree / "team-b.yaml").write_text(MINIMAL.read_text() + "namespace: team-b\n")
-    assert run(capsys, "team-a.yaml", "unset.yaml", "team-b.yaml", "-o", "deploy") == (0, "", "")
+    assert run(capsys, "team-a.yaml", "unset.yaml", "team-b.yaml", "-o", "deploy") == (
+        0,
+        "",
+        "elastic-compile: 3 specs, 3 files written to deploy, 6 unchanged, 0 warnings, 0 errors\n",
+    )
     after = {p.relative_to(deploy): p.stat().st_ino for p in deploy.rglob("*") if p.is_file()}
     moved = {rel: ino for rel, ino in before.items() if rel != Path(output.MANIFEST) and after.get(rel) != ino}
     assert moved == {}, "no file of the first two bases was moved or rewritten"
@@ -311,7 +326,11 @@ def test_a_base_at_its_old_place_moves_and_what_is_yours_stays(tree: Path, capsy
         f"b/deploy/{output.MANIFEST}",
         *(f"b/deploy/team-a/minimal/{f}" for f in BASE_FILES[1:]),
     ]
-    assert run(capsys, "job.yaml", EXAMPLE, "-o", "deploy") == (0, "", "")
+    assert run(capsys, "job.yaml", EXAMPLE, "-o", "deploy") == (
+        0,
+        "",
+        "elastic-compile: 2 specs, 3 files written to deploy, 3 unchanged, 3 removed, 0 warnings, 0 errors\n",
+    )
     assert sorted(p.name for p in old.iterdir()) == ["patch.yaml"]
     assert (old / "patch.yaml").read_text() == "# mine\n"
     assert sorted(p.name for p in (tree / "deploy" / "team-a" / "minimal").iterdir()) == BASE_FILES[1:]
@@ -403,6 +422,7 @@ def test_a_link_for_a_base_directory_is_refused(tree: Path, tmp_path: Path, caps
     assert code == 2
     assert err == (
         "elastic-compile: error: deploy/minimal: a symbolic link where elastic-compile needs a directory of its own\n"
+        "elastic-compile: 2 specs, nothing written, 0 warnings, 1 error\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]
 

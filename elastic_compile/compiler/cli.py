@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from elastic_compile import __version__
 
 if TYPE_CHECKING:
+    from elastic_compile.compiler.diagnostics import Reporter
     from elastic_compile.core.errors import Problem
 
 EXIT_OK, EXIT_DRIFT, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -106,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ignore", action="append", default=[], metavar="CODE", help="silence lint CODE, e.g. EC104 (repeatable)"
     )
+    _message_format(p)
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version=f"elastic-compile {__version__}")
     return p
@@ -127,6 +129,16 @@ def _output_directory(text: str) -> Path:
     raise argparse.ArgumentTypeError(
         f"{text}: -o names the directory of a kustomize base, not an output format; {advice} "
         f"(a directory of that name: -o ./{text})"
+    )
+
+
+def _message_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--message-format",
+        choices=["text", "json", "github"],
+        default="text",
+        help="how errors, lints and findings print: text (file:line:col: field: message), json (one object per "
+        "line, docs/lints.md) or github (GitHub Actions workflow commands: annotations on the pull request)",
     )
 
 
@@ -159,13 +171,12 @@ def _main(args_list: list[str]) -> int:
     except SpecError as e:
         if debug:
             raise
-        for problem in e.problems:
-            print(_usage_line(problem), file=sys.stderr)
+        _reporter(args_list).problems(e.problems)
         return EXIT_INPUT
     except CompileError as e:
         if debug:
             raise
-        print(f"elastic-compile: error: {e}", file=sys.stderr)
+        _reporter(args_list).error(str(e))
         return EXIT_INPUT
     except Exception as e:
         if debug:
@@ -173,23 +184,21 @@ def _main(args_list: list[str]) -> int:
         if isinstance(e, BrokenPipeError) and _reader_gone():
             _end_by_sigpipe()
         if isinstance(e, OSError) and isinstance(sys.stdout, _ClosedOutput):
-            print(
-                "elastic-compile: error: standard output is closed; give -o DIR, or a file to print to", file=sys.stderr
-            )
+            _reporter(args_list).error("standard output is closed; give -o DIR, or a file to print to")
             return EXIT_INPUT
         if isinstance(e, FileNotFoundError) and not _cwd_exists():
-            print(
-                "elastic-compile: error: the current directory no longer exists; run from one that does",
-                file=sys.stderr,
-            )
+            _reporter(args_list).error("the current directory no longer exists; run from one that does")
             return EXIT_INPUT
         writer = sys.modules.get("elastic_compile.compiler.writer")  # a WriteError comes from there only
         if writer is not None and isinstance(e, writer.WriteError):
-            from elastic_compile.core.errors import printable
-
-            for line in e.lines:  # a path may hold bytes that are not UTF-8
-                print(printable(f"elastic-compile: error: {line}"), file=sys.stderr)
+            for line in e.lines:  # a path may hold bytes that are not UTF-8: printed escaped
+                _reporter(args_list).error(line)
             return EXIT_INPUT
+        if diagnostics_format(args_list) != "text":
+            _reporter(args_list).error(
+                f"internal error: {type(e).__name__}: {e} (rerun with --debug and report it)", code="internal"
+            )
+            return EXIT_INTERNAL
         print(
             f"elastic-compile: internal error: {type(e).__name__}: {e} (rerun with --debug and report it)",
             file=sys.stderr,
@@ -204,11 +213,50 @@ def _command(args_list: list[str]) -> int:
         return _import(args_list[1:])
     if args_list[:1] == ["doctor"]:
         return _doctor(args_list[1:])
+    if args_list[:1] == ["completion"]:
+        return _completion(args_list[1:])
     if args_list[:1] == ["run"]:
         from elastic_compile.localrun.cli import main as run_main
 
         return run_main(args_list[1:])
+    _refuse_unknown_command(args_list)
     return _compile(_parser().parse_args(args_list))
+
+
+#: The commands besides compiling (the first word of the command line).
+COMMANDS = ("schema", "import", "doctor", "run", "completion")
+
+
+def _refuse_unknown_command(args_list: Sequence[str]) -> None:
+    """A first word that names no file and looks like a command (``improt``) is a typo, not a spec.
+
+    Read as a spec it would report a file that cannot be read, which hides the typo. A word
+    with a path separator or a dot, or one that exists, is a path as before.
+    """
+    import difflib
+
+    from elastic_compile.core.errors import Problem, SpecError
+
+    word = args_list[0] if args_list else ""
+    if not word.isidentifier() or os.path.lexists(word):
+        return
+    close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    message = f"{word}: no such command or file; {hint}commands: {', '.join(COMMANDS)}; a spec is a file (elastic.yaml)"
+    raise SpecError([Problem("elastic-compile", 0, 0, "usage", message)])
+
+
+def diagnostics_format(argv: Sequence[str]) -> str:
+    """The ``--message-format`` of a command line, read before it is parsed (``text`` by default)."""
+    from elastic_compile.compiler.diagnostics import wanted
+
+    return wanted(argv)
+
+
+def _reporter(argv: Sequence[str]) -> Reporter:
+    from elastic_compile.compiler.diagnostics import Reporter
+
+    return Reporter(diagnostics_format(argv))
 
 
 def wants_debug(argv: Sequence[str]) -> bool:
@@ -258,12 +306,28 @@ def _cwd_exists() -> bool:
     return True
 
 
-def _usage_line(problem: Problem) -> str:
-    from elastic_compile.core.errors import printable
+def _schema_parser() -> argparse.ArgumentParser:
+    return _Parser(prog="elastic-compile schema", description="Print the JSON Schema of elastic.yaml.")
 
-    if problem.path == "usage":
-        return printable(f"elastic-compile: error: {problem.message}")  # the message may quote an argument
-    return str(problem)
+
+def _completion_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="elastic-compile completion",
+        description="Print a shell completion script for elastic-compile, generated from its argument parsers. "
+        "bash: elastic-compile completion bash > ~/.local/share/bash-completion/completions/elastic-compile; "
+        "zsh: elastic-compile completion zsh > a directory on $fpath, as _elastic-compile; "
+        "fish: elastic-compile completion fish > ~/.config/fish/completions/elastic-compile.fish",
+    )
+    p.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell the script is for")
+    return p
+
+
+def _completion(argv: Sequence[str]) -> int:
+    from elastic_compile.compiler.completion import script
+
+    ns = _completion_parser().parse_args(list(argv))
+    sys.stdout.write(script(ns.shell))
+    return EXIT_OK
 
 
 def _schema(argv: Sequence[str]) -> int:
@@ -271,10 +335,30 @@ def _schema(argv: Sequence[str]) -> int:
 
     from elastic_compile.schema import json_schema
 
-    p = _Parser(prog="elastic-compile schema", description="Print the JSON Schema of elastic.yaml.")
-    p.parse_args(list(argv))
+    _schema_parser().parse_args(list(argv))
     sys.stdout.write(json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n")
     return EXIT_OK
+
+
+def _import_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="elastic-compile import",
+        description="Print an elastic.yaml for a job written by hand: a PyTorchJob or TrainJob manifest (or a "
+        "stream of them, - for standard input), or a torchrun command line (--torchrun -- torchrun ARGS...). What the "
+        "import changed and what it could not carry go to stderr, one located line each.",
+    )
+    p.add_argument("manifest", nargs="?", metavar="MANIFEST", help="a manifest file; - reads standard input")
+    p.add_argument("--torchrun", action="store_true", help="import the torchrun command line after --")
+    p.add_argument("--image", help="with --torchrun: the container image (a command line has none)")
+    p.add_argument("--name", help="with --torchrun: the job name (default: the script's name)")
+    p.add_argument(
+        "--entrypoint",
+        metavar="WORDS",
+        help="the image's ENTRYPOINT, in shell words (e.g. 'python /opt/train.py'), for a training container "
+        "without command: the manifest does not show what it runs",
+    )
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
 
 
 def _import(argv: Sequence[str]) -> int:
@@ -300,24 +384,7 @@ def _import(argv: Sequence[str]) -> int:
             )
         split = rest.index("--")
         words, command = words[:at] + rest[:split], rest[split + 1 :]
-    p = _Parser(
-        prog="elastic-compile import",
-        description="Print an elastic.yaml for a job written by hand: a PyTorchJob or TrainJob manifest (or a "
-        "stream of them, - for standard input), or a torchrun command line (--torchrun -- torchrun ARGS...). What the "
-        "import changed and what it could not carry go to stderr, one located line each.",
-    )
-    p.add_argument("manifest", nargs="?", metavar="MANIFEST", help="a manifest file; - reads standard input")
-    p.add_argument("--torchrun", action="store_true", help="import the torchrun command line after --")
-    p.add_argument("--image", help="with --torchrun: the container image (a command line has none)")
-    p.add_argument("--name", help="with --torchrun: the job name (default: the script's name)")
-    p.add_argument(
-        "--entrypoint",
-        metavar="WORDS",
-        help="the image's ENTRYPOINT, in shell words (e.g. 'python /opt/train.py'), for a training container "
-        "without command: the manifest does not show what it runs",
-    )
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
-    ns = p.parse_args(words + (["--torchrun"] if command is not None else []))
+    ns = _import_parser().parse_args(words + (["--torchrun"] if command is not None else []))
     if command is not None:
         if ns.manifest is not None:
             raise SpecError([Problem("elastic-compile", 0, 0, "usage", "give a MANIFEST or --torchrun, not both")])
@@ -345,10 +412,7 @@ def _import(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
-def _doctor(argv: Sequence[str]) -> int:
-    from elastic_compile.compiler import doctor
-    from elastic_compile.core.errors import SpecError, printable
-
+def _doctor_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="elastic-compile doctor",
         description="Find the known traps in manifests we did not write (PyTorchJobs and TrainJobs in any YAML stream, "
@@ -356,8 +420,18 @@ def _doctor(argv: Sequence[str]) -> int:
         "code (DRxxx, docs/adopting.md). Exit 1 when anything is found.",
     )
     p.add_argument("manifests", nargs="+", metavar="MANIFEST", help="manifest files; - reads standard input")
+    _message_format(p)
     p.add_argument("--debug", action="store_true", help="show tracebacks")
-    ns = p.parse_args(list(argv))
+    return p
+
+
+def _doctor(argv: Sequence[str]) -> int:
+    from elastic_compile.compiler import doctor
+    from elastic_compile.compiler.diagnostics import Reporter
+    from elastic_compile.core.errors import SpecError, printable
+
+    ns = _doctor_parser().parse_args(list(argv))
+    reporter = Reporter(ns.message_format)
     found = False
     unreadable: list[Problem] = []
     for path in ns.manifests:
@@ -368,9 +442,12 @@ def _doctor(argv: Sequence[str]) -> int:
             continue
         for problem in report.problems:
             found = True
-            print(problem)  # a Problem prints escaped: names and values come from the manifest
+            reporter.problem(problem, stream=sys.stdout)  # printed escaped: names and values come from the manifest
         if not report.jobs:
-            print(printable(f"elastic-compile doctor: {path}: no {doctor.kinds()} to check"), file=sys.stderr)
+            if ns.message_format == "text":
+                print(printable(f"elastic-compile doctor: {path}: no {doctor.kinds()} to check"), file=sys.stderr)
+            else:
+                reporter.note(f"doctor: {path}: no {doctor.kinds()} to check")
     if unreadable:
         raise SpecError(unreadable)
     return EXIT_DRIFT if found else EXIT_OK
@@ -378,6 +455,7 @@ def _doctor(argv: Sequence[str]) -> int:
 
 def _compile(ns: argparse.Namespace) -> int:
     from elastic_compile.compiler import inputs, lint, output, writer
+    from elastic_compile.compiler.diagnostics import Progress, Reporter, counted
     from elastic_compile.compiler.pipeline import Compiled, compile_path, resolver, unique_problems
     from elastic_compile.core.errors import Problem, SpecError
 
@@ -388,27 +466,47 @@ def _compile(ns: argparse.Namespace) -> int:
         ns.check = ""
     if not ns.specs:
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", "the following arguments are required: SPEC")])
+    reporter = Reporter(ns.message_format)
     boundary = output.default_boundary(ns.root)
     found = inputs.collect(ns.specs, boundary.root)
     for note in found.notes:
-        print(f"elastic-compile: note: {note}", file=sys.stderr)
+        reporter.note(note)
+    # A run of several specs ends with one line saying what it did (one spec says it all already).
+    big = len(found.jobs) + len(found.bases) > 1
+
+    def summary(what: str) -> None:
+        if big:
+            bases_too = f" and {counted(len(found.bases), 'base')}" if found.bases else ""
+            reporter.summary(
+                f"{counted(len(found.jobs), 'spec')}{bases_too}, {what}, {counted(reporter.warnings, 'warning')}, "
+                f"{counted(reporter.errors, 'error')}"
+            )
+
     bases = resolver(boundary)  # one for the run: a base shared by many specs is read once
     compiled: list[Compiled] = []
     problems: list[Problem] = list(found.problems)
-    for path in found.jobs:
+    progress = Progress(len(found.jobs), fmt=ns.message_format)
+    for done, path in enumerate(found.jobs, 1):
         try:
             compiled.append(compile_path(path, None if ns.target is None else (ns.target,), ns.templates, bases))
         except SpecError as e:
             problems.extend(e.problems)
+        progress.step(done)
+    progress.clear()
     for path in found.bases:
         problems.extend(bases.base_problems(path))
     if problems:
-        raise SpecError(unique_problems(problems))
+        if ns.debug:
+            raise SpecError(unique_problems(problems))
+        reporter.problems(SpecError(unique_problems(problems)).problems)  # at most MAX_PROBLEMS per file
+        summary("nothing written")
+        return EXIT_INPUT
     if not compiled and (ns.output is not None or ns.check is not None):
         raise SpecError(
             [Problem("elastic-compile", 0, 0, "usage", "no job to compile: only bases (_*.elastic.yaml) were found")]
         )
-    if lint.report(compiled, ns.ignore, strict=ns.strict):  # --strict and one fired
+    if lint.report(compiled, ns.ignore, strict=ns.strict, reporter=reporter):  # --strict and one fired
+        summary("nothing written")
         return EXIT_INPUT
     if ns.explain:
         from elastic_compile.compiler.explain import explain
@@ -421,29 +519,41 @@ def _compile(ns: argparse.Namespace) -> int:
             dict.fromkeys([*found.jobs, *found.bases, *(f for c in compiled if c.loaded for f in c.loaded.chain)])
         )
         files = output.directory_files(compiled, ns.format, nested=found.directories)
-        if ns.check is not None:
-            diff, foreign = writer.diff_directory(ns.output, files, boundary=boundary, specs=read)
-            if foreign:
-                # Named, never read: they are not ours, so never drift either.
-                shown = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more" if len(foreign) > 10 else "")
-                print(f"elastic-compile: note: not written by elastic-compile, left alone: {shown}", file=sys.stderr)
-            return _report_drift(diff)
-        writer.write_directory(ns.output, files, boundary=boundary, specs=read)
+        try:
+            if ns.check is not None:
+                diff, foreign, counts = writer.diff_directory(ns.output, files, boundary=boundary, specs=read)
+                if foreign:
+                    # Named, never read: they are not ours, so never drift either.
+                    shown = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more" if len(foreign) > 10 else "")
+                    reporter.note(f"not written by elastic-compile, left alone: {shown}")
+                code = _report_drift(diff, reporter)
+                stale = counts.changed + counts.removed
+                summary(f"{counted(stale, 'file')} stale, {counts.unchanged} current")
+                return code
+            counts = writer.write_directory(ns.output, files, boundary=boundary, specs=read)
+        except writer.WriteError as e:
+            for line in e.lines:
+                reporter.error(line)
+            summary("nothing written")
+            return EXIT_INPUT
+        removed = f", {counts.removed} removed" if counts.removed else ""
+        summary(f"{counted(counts.changed, 'file')} written to {ns.output}, {counts.unchanged} unchanged{removed}")
         return EXIT_OK
     text = output.stream_text(compiled, ns.format)
     if ns.check:
-        return _report_drift(writer.diff_file(Path(ns.check), text, boundary=boundary))
+        return _report_drift(writer.diff_file(Path(ns.check), text, boundary=boundary), reporter)
     if ns.check is not None:
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", "--check needs -o DIR or a FILE")])
     sys.stdout.write(text)
+    summary("printed to standard output")
     return EXIT_OK
 
 
-def _report_drift(diff: str) -> int:
+def _report_drift(diff: str, reporter: Reporter) -> int:
     if not diff:
         return EXIT_OK
     sys.stdout.write(diff)
-    print("elastic-compile: the files on disk are stale; rerun without --check to update them", file=sys.stderr)
+    reporter.status("the files on disk are stale; rerun without --check to update them", severity="error", code="stale")
     return EXIT_DRIFT
 
 

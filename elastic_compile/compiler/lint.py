@@ -35,6 +35,7 @@ from elastic_compile.targets.launcher import TORCHRUN_EXIT_CODES, exit_codes_los
 from elastic_compile.targets.pod import SHM_VOLUME
 
 if TYPE_CHECKING:
+    from elastic_compile.compiler.diagnostics import Reporter
     from elastic_compile.compiler.pipeline import Compiled
     from elastic_compile.targets.pytorchjob.plan import Plan
 
@@ -173,14 +174,14 @@ class Lint:
     def output_problem(self, template: str, severity: str = "warning") -> Problem:
         """This lint, found in what ``template`` rendered, as a ``Problem`` naming the template."""
         text = f"{severity} {self.code}: {self.message} (rendered by this template); {self.why}"
-        return Problem(template, 1, 1, dotted(self.path), text)
+        return Problem(template, 1, 1, dotted(self.path), text, code=self.code, severity=severity)
 
     def problem(self, loaded: Loaded | None, severity: str = "warning") -> Problem:
         """This lint as a located ``Problem`` whose message reads ``warning EC1xx: ...``."""
         text = f"{severity} {self.code}: {self.message}; {self.why}"
         if loaded is None:
-            return Problem("<spec>", 1, 1, dotted(self.path), text)
-        problem = loaded.problem(self.path, text)
+            return Problem("<spec>", 1, 1, dotted(self.path), text, code=self.code, severity=severity)
+        problem = dataclasses.replace(loaded.problem(self.path, text), code=self.code, severity=severity)
         return dataclasses.replace(problem, given=None) if self.hide_value else problem
 
 
@@ -245,19 +246,28 @@ def _applies(found: Lint, c: Compiled) -> bool:
     return True
 
 
-def report(compiled: Sequence[Compiled], ignore: Sequence[str], *, strict: bool, stream: TextIO | None = None) -> bool:
-    """Print the active lints of every compiled spec to ``stream`` (stderr); the CLI's one call.
+def report(
+    compiled: Sequence[Compiled],
+    ignore: Sequence[str],
+    *,
+    strict: bool,
+    stream: TextIO | None = None,
+    reporter: Reporter | None = None,
+) -> bool:
+    """Print the active lints of every compiled spec through ``reporter`` (text to ``stream``, stderr).
 
     Raises ``SpecError`` for unknown codes (``--ignore`` or a spec's ``lint:`` map).
     Returns True when ``strict`` and any lint fired: the caller exits 2 and writes nothing.
     """
+    from elastic_compile.compiler.diagnostics import Reporter
+
     bad = [code for code in ignore if not known(code)]
     if bad:
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", f"--ignore: {_unknown_message(bad[0])}")])
     problems = [p for c in compiled for p in spec_code_problems(c.loaded, c.spec)]
     if problems:
         raise SpecError(problems)
-    out = stream if stream is not None else sys.stderr
+    out = reporter if reporter is not None else Reporter(stream=stream if stream is not None else sys.stderr)
     fired = False
     severity = "error" if strict else "warning"
     shown: set[Problem] = set()
@@ -269,10 +279,11 @@ def report(compiled: Sequence[Compiled], ignore: Sequence[str], *, strict: bool,
             fired = True
             if problem not in shown:  # a base's line, found in every spec extending it: once
                 shown.add(problem)
-                print(problem, file=out)
+                out.lint(problem)
         for template, found in output_active(c, ignore):
             fired = True
-            print(found.output_problem(template, severity), file=out)
+            out.lint(found.output_problem(template, severity))
+    out.flush_lints()
     return strict and fired
 
 

@@ -408,12 +408,31 @@ def _apply(dir_fd: int, plan: _Plan) -> None:
                 path = path.parent
 
 
+@dataclass(frozen=True)
+class Counts:
+    """What a write did, or a check found, to the files of ``-o DIR`` (its manifest not counted)."""
+
+    #: Files written (a write), or that a write would change (a check).
+    changed: int
+    #: Files that already held what would be written.
+    unchanged: int
+    #: Files of ours that are no longer emitted: removed (a write), or that a write would remove.
+    removed: int
+
+
+def _counts(plan: _Plan) -> Counts:
+    changes = [(old, new) for rel, (old, new) in plan.changes.items() if rel != MANIFEST]
+    unchanged = sum(1 for old, new in changes if old == new)
+    return Counts(len(changes) - unchanged, unchanged, len(plan.removals))
+
+
 def write_directory(
     target: Path, files: dict[str, str], *, boundary: safefs.Boundary, specs: Sequence[str] = ()
-) -> None:
+) -> Counts:
     """Write ``files`` into ``target`` as its owner: all or nothing; raises :class:`WriteError`.
 
-    ``specs`` are the spec paths being compiled (a DIR that holds one is refused).
+    ``specs`` are the spec paths being compiled (a DIR that holds one is refused). Returns
+    what was written, left as it was and removed.
     """
     plan = _plan(target, files, boundary, specs)
     if plan.problems:
@@ -425,6 +444,7 @@ def write_directory(
         raise WriteError(str(e)) from e
     except OSError as e:
         raise WriteError(f"cannot write {target}: {e.strerror or e}") from e
+    return _counts(plan)
 
 
 # --------------------------------------------------------------------------- --check
@@ -480,8 +500,8 @@ def diff_file(path: Path, text: str, *, boundary: safefs.Boundary) -> str:
 
 def diff_directory(
     target: Path, files: dict[str, str], *, boundary: safefs.Boundary, specs: Sequence[str] = ()
-) -> tuple[str, list[str]]:
-    """The diff a write would make in ``target`` (ours only), and the names it would leave alone.
+) -> tuple[str, list[str], Counts]:
+    """The diff a write would make in ``target`` (ours only), the names it would leave alone, and its counts.
 
     Raises :class:`WriteError` for what a write would refuse. Files that are not ours are
     never read into the diff: they are named, not shown.
@@ -495,7 +515,7 @@ def diff_directory(
         old_text, new_text = _text(old), _text(new)
         if old_text != new_text:
             out.append(_unified(old_text, new_text, plan.at(rel)))
-    return "".join(out), [plan.at(name) for name in plan.foreign]
+    return "".join(out), [plan.at(name) for name in plan.foreign], _counts(plan)
 
 
 def reach(path: Path, boundary: safefs.Boundary) -> safefs.Boundary:
@@ -523,11 +543,12 @@ def default_boundary(root: Path | None) -> safefs.Boundary:
 
 __all__ = [
     "MANIFEST",
+    "Counts",
     "WriteError",
     "default_boundary",
-    "reach",
     "diff_directory",
     "diff_file",
     "manifest_text",
+    "reach",
     "write_directory",
 ]

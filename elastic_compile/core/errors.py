@@ -46,6 +46,10 @@ class Problem:
     path: str
     message: str
     given: str | None = None
+    #: The stable code of a lint or doctor rule (``EC102``, ``DR004``); None for an error in the input.
+    code: str | None = None
+    #: ``error``, ``warning`` or ``note``: what ``--message-format json|github`` reports.
+    severity: str = "error"
 
     def __str__(self) -> str:
         suffix = f" (given: {show_given(self.given)})" if self.given is not None else ""

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, NoReturn, TypeVar
 
+from elastic_compile import __version__
 from elastic_compile import contract as c
 from elastic_compile import contract_values as cv
 
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run torch elastic (elastic_launch) inside a training container. Topology comes "
         "from the operator's PET_* variables, behaviour from these options.",
     )
+    p.add_argument("--version", action="version", version=f"{c.LAUNCHER} {__version__}")
     # Every option defaults to None so that "not given" stays distinguishable from a value.
     p.add_argument(c.OPT_NNODES, metavar="N|MIN:MAX", help="nodes (pods); env PET_NNODES; default 1")
     p.add_argument(

@@ -123,8 +123,8 @@ def _kill(text: str) -> tuple[str, float | str]:
     return pod, _seconds(at)
 
 
-def parse_args(argv: Sequence[str]) -> Options:
-    """Parse ``run``'s arguments; raises :class:`RunError` on bad usage."""
+def build_parser() -> argparse.ArgumentParser:
+    """``run``'s argument parser (shell completion reads it too)."""
     p = _Parser(
         prog=PROG,
         description="Run a job on this machine, one process per pod, with the command and environment the "
@@ -194,7 +194,12 @@ def parse_args(argv: Sequence[str]) -> Options:
     )
     # Read by elastic-compile's main (tracebacks for internal errors); accepted here so it parses.
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
-    ns = p.parse_args(list(argv))
+    return p
+
+
+def parse_args(argv: Sequence[str]) -> Options:
+    """Parse ``run``'s arguments; raises :class:`RunError` on bad usage."""
+    ns = build_parser().parse_args(list(argv))
     return Options(
         source=ns.source,
         nodes=ns.nodes,
