@@ -36,8 +36,10 @@ demo: $(STAMP_LAUNCH)
 	$(BIN)/elastic-compile examples/ddp-2x8-gpu.yaml
 	@echo "== where every value came from"
 	$(BIN)/elastic-compile examples/ddp-2x8-gpu.yaml --explain
-	@echo "== the tiny CPU example, run here as the cluster would: 2 pods x 2 workers (about 15 s)"
+	@echo "== the tiny CPU example, run here as the cluster would: 2 pods x 2 workers"
 	$(BIN)/elastic-compile run examples/cpu-ddp.yaml --timeout 300
+	@echo "== the commands are in $(VENV)/bin; to run them by name in this shell:"
+	@echo "   source $(VENV)/bin/activate    (or: export PATH=\"$$PWD/$(VENV)/bin:\$$PATH\")"
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check elastic_compile tests bench

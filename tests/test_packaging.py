@@ -62,6 +62,61 @@ def test_development_installs_go_through_the_constraints_file() -> None:
     assert project_installs and all(line.strip().startswith("$(PIP_INSTALL)") for line in project_installs)
 
 
+def test_the_install_docs_name_the_wheel_the_build_makes(built: tuple[Path, str]) -> None:
+    """README's and docs/install.md's pip and pipx commands name this wheel, at this version."""
+    name = built[0].name
+    for page in (REPO / "README.md", REPO / "docs" / "install.md"):
+        text = page.read_text()
+        named = set(re.findall(r"elastic_compile-[^ /`]+\.whl", text))
+        assert named == {name}, (page.name, named)
+        assert f"pipx install ./dist/{name}" in text and "pip wheel --no-deps -w dist ." in text
+
+
+def test_the_wheel_size_in_the_docs_is_the_built_one(built: tuple[Path, str]) -> None:
+    """docs/install.md quotes bench/launcher_install.py's wheel size: it must still be this wheel's."""
+    (kb,) = re.findall(r"a (\d+) KB wheel", (REPO / "docs" / "install.md").read_text())
+    actual = built[0].stat().st_size / 1024
+    # the bench builds from the whole checkout (LICENSE included): a few KB more than this copy
+    assert abs(int(kb) - actual) <= 0.1 * actual, f"docs say {kb} KB, the wheel is {actual:.0f} KB: rerun the bench"
+
+
+def _extra(requires: list[str], extra: str) -> dict[str, str]:
+    """The requirements of one extra: project name -> its version specifier."""
+    out = {}
+    for requirement in requires:
+        spec, _, marker = requirement.partition(";")
+        if f'extra == "{extra}"' in marker:
+            name = re.match(r"[A-Za-z0-9_.-]+", spec.strip()).group(0)  # type: ignore[union-attr]
+            out[name.lower()] = spec.strip()[len(name) :].strip()
+    return out
+
+
+def _pins() -> dict[str, str]:
+    lines = (REPO / "constraints.txt").read_text().splitlines()
+    return {name.lower(): version for name, _, version in (line.partition("==") for line in lines if "==" in line)}
+
+
+@pytest.mark.parametrize("extra", ["flyte", "flyte2"])
+def test_flyte_extras_are_compatible_ranges_pinned_by_the_constraints(built: tuple[Path, str], extra: str) -> None:
+    """A user's Flyte release is kept: the extra is a range; development and CI pin the tested release."""
+    from packaging.specifiers import SpecifierSet
+
+    _, requires = wheel_metadata(built[0])
+    wanted, pins = _extra(requires, extra), _pins()
+    assert wanted, requires
+    for name, specifier in wanted.items():
+        assert "==" not in specifier, f"{extra}: {name}{specifier} is a pin: it would replace the user's release"
+        if name.startswith("flyte"):
+            # the tested release is the lower bound and inside the range; the next major is outside
+            assert name in pins and pins[name] in SpecifierSet(specifier), (name, specifier)
+            bounds = {(s.operator, s.version) for s in SpecifierSet(specifier)}
+            assert (">=", pins[name]) in bounds and any(op == "<" for op, _ in bounds), (name, specifier)
+    # the test extra runs exactly the constrained releases
+    for name, specifier in _extra(requires, "test").items():
+        if name in pins and name != "torch":
+            assert specifier == f"=={pins[name]}", (name, specifier)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_launcher_runs_in_an_image_with_only_torch(built: tuple[Path, str], tmp_path: Path) -> None:

@@ -26,6 +26,12 @@ def test_opens_with_the_two_commands() -> None:
     assert any("make demo" in line for line in head) and any("make test" in line for line in head)
 
 
+def test_stays_a_front_page() -> None:
+    """Under 16 KB, with an install section; the reference lives in docs/."""
+    assert README.stat().st_size < 16 * 1024
+    assert "\n## Install\n" in README.read_text()
+
+
 def test_spec_reference_is_current() -> None:
     text = SPEC_DOC.read_text()
     fresh = reference_markdown()
