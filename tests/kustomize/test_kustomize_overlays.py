@@ -15,6 +15,7 @@ import copy
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 from support import crdcheck
+from support import docs as support_docs
 
 from elastic_compile.compiler import kustomize, output
 from elastic_compile.compiler.cli import main
@@ -396,9 +398,12 @@ def _doc_block(text: str, first_line: str) -> str:
 
 
 def test_the_docs_overlay_builds_a_pod_that_can_finish(
-    tmp_path: Path, kustomize_build: Build, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, kustomize_build: Build, kubectl: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """docs/overlays.md's production overlay, as written, over the example's base: the sidecar is native."""
+    """docs/overlays.md's production overlay, as written, over the example's base: the sidecar is native.
+
+    The doc's excerpt of ``kubectl kustomize deploy/prod`` is what kubectl prints, line for line.
+    """
     docs = (ROOT / "docs" / "overlays.md").read_text(encoding="utf-8")
     deploy = tmp_path / "deploy"
     assert main([str(EXAMPLE), "-t", "all", "-o", str(deploy / "base"), "--root", str(tmp_path)]) == 0
@@ -406,6 +411,20 @@ def test_the_docs_overlay_builds_a_pod_that_can_finish(
     for name in ("kustomization.yaml", "pytorch-env.yaml"):
         (deploy / "prod" / name).write_text(_doc_block(docs, f"# deploy/prod/{name}"), encoding="utf-8")
     built = _by_kind(kustomize_build(deploy / "prod"))
+    printed = subprocess.run(
+        [kubectl, "kustomize", str(deploy / "prod")], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    shown = docs.split("$ kubectl kustomize deploy/prod\n", 1)[1].split("```", 1)[0]
+    assert support_docs.is_excerpt(shown) and support_docs.not_printed(shown, printed) == []
+    # ... and its excerpt of the same overlay over a base without openapi.json
+    _without_openapi(deploy / "base", tmp_path / "bare" / "base")
+    shutil.copytree(deploy / "prod", tmp_path / "bare" / "prod")
+    bare = subprocess.run(
+        [kubectl, "kustomize", str(tmp_path / "bare" / "prod")], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    shown = docs.split("$ kubectl kustomize deploy/prod      # the same overlay over a base without openapi.json\n")[1]
+    shown = shown.split("```", 1)[0]
+    assert support_docs.is_excerpt(shown) and support_docs.not_printed(shown, bare) == []
     pod = _pod_spec(built["PyTorchJob"])
     assert [c["name"] for c in pod["containers"]] == ["pytorch"]
     assert pod["initContainers"] == [
