@@ -304,3 +304,37 @@ def test_fish_completes_in_fish(tmp_path: Path) -> None:
         check=True,
     )
     assert {line.split("\t")[0] for line in result.stdout.splitlines()} >= {"text", "json", "github"}
+
+
+# --------------------------------------------------------------------------- --explain under -t trainjob
+
+TRAINJOB_EXAMPLE = ROOT / "examples" / "trainjob-2x8-gpu.yaml"
+NOT_CARRIED = (
+    "restart_policy",
+    "run_policy.clean_pod_policy",
+    "run_policy.ttl_seconds_after_finished",
+    "run_policy.managed_by",
+    "run_policy.scheduling",
+)
+
+
+def _explained(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, str]:
+    assert main([str(TRAINJOB_EXAMPLE), "--explain", *args]) == 0
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        if not line.startswith("#"):
+            setting, _, note = line.partition("  # ")
+            rows[setting.partition(": ")[0]] = f"{setting.partition(': ')[2].strip()}  # {note}"
+    return rows
+
+
+def test_explain_under_trainjob_says_what_the_trainjob_carries(capsys: pytest.CaptureFixture[str]) -> None:
+    """The PyTorchJob's ExitCode and cleanPodPolicy never reach a TrainJob: --explain says so, not their defaults."""
+    for args in ((), ("-t", "all")):  # target: trainjob; -t all emits its TrainJob (and a PodTemplate)
+        trainjob = _explained(capsys, *args)
+        for path in NOT_CARRIED:
+            assert trainjob[path].startswith("null  # not in a TrainJob: "), trainjob[path]
+    # the same spec as a PyTorchJob keeps the operator's defaults
+    pytorchjob = _explained(capsys, "-t", "pytorchjob")
+    assert pytorchjob["restart_policy"].startswith('"ExitCode"  # default ExitCode')
+    assert pytorchjob["run_policy.clean_pod_policy"].startswith('"Running"  # default Running')
