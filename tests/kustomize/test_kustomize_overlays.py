@@ -430,6 +430,13 @@ def test_the_docs_overlay_builds_a_pod_that_can_finish(
     assert pod["initContainers"] == [
         {"image": "fluent/fluent-bit:3.0", "name": "log-shipper", "restartPolicy": "Always"}
     ]
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "a3-prod"}
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"}
+    assert pod["tolerations"] == [toleration]
+    (training,) = pod["containers"]
+    assert training["image"] == "ghcr.io/example/trainer:2.14.0-cuda13"
+    assert training["resources"]["limits"] == {"ephemeral-storage": "200Gi", "memory": "480Gi", "nvidia.com/gpu": "8"}
+    assert built["PyTorchJob"]["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4
     _assert_accepted(*built.values())
     manifest = tmp_path / "prod.yaml"
     manifest.write_text(yaml.safe_dump_all(built.values()), encoding="utf-8")

@@ -11,6 +11,7 @@ Trainer v2.3 CRDs and webhook rules.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -228,3 +229,37 @@ def test_images_pins_the_trainer_image(base: Path, kustomize_build: Build, tmp_p
     pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert [c["image"] for c in pod["containers"]] == [f"{name}:pinned"]
     _accepted([runtime, built])
+
+
+def _doc_block(text: str, first_line: str) -> str:
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, flags=re.S) if b.startswith(first_line + "\n")]
+    return str(block)
+
+
+def test_the_docs_overlay_recipe(kustomize_build: Build, tmp_path: Path) -> None:
+    """docs/trainer-v2.md's production overlay, as written: image, nodes, resources, env, nodeSelector, tolerations."""
+    docs = (ROOT / "docs" / "trainer-v2.md").read_text(encoding="utf-8")
+    deploy = tmp_path / "deploy"
+    spec = ROOT / "examples" / "trainjob-2x8-gpu.yaml"
+    assert main([str(spec), "-o", str(deploy / "base"), "--root", str(tmp_path)]) == 0
+    (deploy / "prod").mkdir()
+    for name in ("kustomization.yaml", "trainjob-prod.yaml"):
+        (deploy / "prod" / name).write_text(_doc_block(docs, f"# deploy/prod/{name}"), encoding="utf-8")
+    docs_built = kustomize_build(deploy / "prod")
+    (job,) = [d for d in docs_built if d["kind"] == "TrainJob"]
+    trainer = job["spec"]["trainer"]
+    assert trainer["image"] == "ghcr.io/example/trainer:2.14.0-cuda13"
+    assert trainer["numNodes"] == 4
+    assert trainer["resourcesPerNode"]["limits"] == {
+        "ephemeral-storage": "200Gi", "memory": "480Gi", "nvidia.com/gpu": "8",
+    }  # fmt: skip
+    assert trainer["resourcesPerNode"]["requests"]["nvidia.com/gpu"] == "8"
+    assert {"NCCL_IB_HCA", "NCCL_DEBUG", "ELASTIC_LAUNCH_POD_IP"} <= {e["name"] for e in trainer["env"]}
+    pod = _node_pod(job)
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "a3-prod"}
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"}
+    assert pod["tolerations"] == [toleration]
+    (node,) = pod["containers"]
+    assert [m["mountPath"] for m in node["volumeMounts"]] == ["/dev/shm"], "ours kept"
+    assert len(job["spec"]["runtimePatches"]) == 1, "merged into ours, not appended"
+    _accepted(docs_built)
