@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from extends_helpers import Write
+from support.summary import without_summary
 
 from elastic_compile.compiler import inputs
 from elastic_compile.compiler.cli import main
@@ -28,14 +29,10 @@ LAYOUT = {
 }
 
 
-# The line that ends a run of several specs (tests/test_cli.py pins it): these tests read the problems.
-SUMMARY = re.compile(r"elastic-compile: \d+ specs?( and \d+ bases?)?, [^\n]*, \d+ warnings?, \d+ errors?\n\Z")
-
-
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()
-    return code, out, SUMMARY.sub("", err)
+    return code, out, without_summary(err)  # these tests read the problems
 
 
 def names(out: str) -> list[str]:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import sys
 from pathlib import Path
 
 import pytest
 from extends_helpers import JOB, Write
+from support.summary import without_summary
 
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_text
@@ -26,14 +26,10 @@ from elastic_compile.core.source import MAX_BYTES
 SECRET = "s3cr3t-outside-the-tree"
 
 
-# The line that ends a run of several specs (tests/test_cli.py pins it): these tests read the problems.
-SUMMARY = re.compile(r"elastic-compile: \d+ specs?( and \d+ bases?)?, [^\n]*, \d+ warnings?, \d+ errors?\n\Z")
-
-
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()
-    return code, out, SUMMARY.sub("", err)
+    return code, out, without_summary(err)  # these tests read the problems
 
 
 def lines(err: str) -> list[str]:
