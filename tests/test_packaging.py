@@ -80,6 +80,15 @@ def test_the_wheel_size_in_the_docs_is_the_built_one(built: tuple[Path, str]) ->
     assert abs(int(kb) - actual) <= 0.1 * actual, f"docs say {kb} KB, the wheel is {actual:.0f} KB: rerun the bench"
 
 
+def test_make_demo_says_how_to_reach_the_commands() -> None:
+    """After make demo the venv is not on PATH: the demo says how, and types no duration (the bench measures)."""
+    demo = subprocess.run(["make", "-n", "demo"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    echoed = [line for line in demo.splitlines() if line.startswith("echo ")]
+    assert any("source .venv/bin/activate" in line for line in echoed), echoed
+    assert not [line for line in echoed if re.search(r"\d+ ?s\b", line)], echoed
+    assert "source .venv/bin/activate" in (REPO / "README.md").read_text()
+
+
 def _extra(requires: list[str], extra: str) -> dict[str, str]:
     """The requirements of one extra: project name -> its version specifier."""
     out = {}
