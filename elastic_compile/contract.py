@@ -63,15 +63,24 @@ TRAINER_RESERVED_ENV: Final = frozenset(
 # What a compiled TrainJob passes to elastic-launch (in trainer.args, never env):
 #   OPT_RDZV_AT_MASTER: c10d rendezvous at PET_MASTER_ADDR:PET_MASTER_PORT with
 #     min == max == PET_NNODES (a failed worker restarts the worker group in place,
-#     max_restarts times); the pod with PET_NODE_RANK 0 hosts the store (is_host true),
-#     every other pod is a client (is_host false). An elastic range, another backend, an
-#     is_host key or a different endpoint are usage errors (exit 2).
+#     max_restarts times), or min == OPT_MIN_NODES for an elastic TrainJob; the pod with
+#     PET_NODE_RANK 0 hosts the store (is_host true), every other pod is a client (is_host
+#     false). A --nnodes range, another backend, an is_host key or a different endpoint are
+#     usage errors (exit 2).
 #   OPT_MAX_RESTARTS N: Trainer injects no PET_MAX_RESTARTS, so the count goes in args,
 #     with the behaviour options the PyTorchJob gets (timeouts, monitor interval, ...).
 # And in trainer.env, the downward-API entries of TRAINJOB_DOWNWARD_ENV: the run id
 # defaults to <namespace>.<TrainJob name> (the JobSet, named after the TrainJob, labels its
 # pods with it) and the pod IP becomes local_addr, exactly as for a PyTorchJob.
 OPT_RDZV_AT_MASTER: Final = "--rdzv-at-master"
+#: With OPT_RDZV_AT_MASTER: the elastic lower bound. The TrainJob runs PET_NNODES (MAX) pods and
+#: the rendezvous is MIN:PET_NNODES. Ours, not PET_NNODES=MIN:MAX: Trainer's webhook reserves
+#: PET_NNODES in trainer.env (v2.3.0 pkg/runtime/framework/plugins/torch/torch.go) and its
+#: plugin overwrites it with the integer numNodes.
+OPT_MIN_NODES: Final = "--min-nodes"
+#: elastic-launch prints "elastic-launch: world size N: ..." each time its workers start (a
+#: rendezvous round): run reads the world size from it to say when the job's size changes.
+WORLD_SIZE_WORDS: Final = "world size "
 LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
 TRAINJOB_DOWNWARD_ENV: Final[tuple[tuple[str, str], ...]] = (
     (ENV_POD_IP, "status.podIP"),

@@ -256,6 +256,14 @@ def agent_class(record: AgentRecord, options: AgentOptions) -> type[LocalElastic
             record.silent_since = None
             started: dict[int, Any] = super()._start_workers(worker_group)
             record.running = True
+            # One line per rendezvous round: an elastic job's size is visible in every pod's log
+            # (and `elastic-compile run` reports it as it changes).
+            workers = worker_group.workers
+            world = workers[0].world_size if workers else 0
+            say(
+                f"{c.WORLD_SIZE_WORDS}{world}: node rank {worker_group.group_rank} "
+                f"of {worker_group.group_world_size} node(s), start {record.starts}"
+            )
             return started
 
         def _stop_workers(self, worker_group: WorkerGroup) -> None:

@@ -124,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="Kubeflow Trainer v2: c10d rendezvous at PET_MASTER_ADDR:PET_MASTER_PORT for PET_NNODES nodes; "
         "PET_NODE_RANK 0 hosts the store",
     )
+    p.add_argument(
+        c.OPT_MIN_NODES,
+        metavar="MIN",
+        help=f"with {c.OPT_RDZV_AT_MASTER}: an elastic TrainJob, rendezvous MIN:PET_NNODES (Trainer reserves "
+        "PET_NNODES for the pod count)",
+    )
     p.add_argument(c.OPT_RDZV_ID, metavar="ID", help="run id; env PET_RDZV_ID; default <namespace>.<job>")
     p.add_argument(c.OPT_RDZV_CONF, metavar="K=V,K=V", help="extra rendezvous keys; env PET_RDZV_CONF")
     p.add_argument(
@@ -450,8 +456,15 @@ def resolve_parsed(
         max_restarts = r.default("max_restarts", DEFAULT_MAX_RESTARTS)
 
     node_rank = None
+    if opts.min_nodes is not None and not opts.rdzv_at_master:
+        raise UsageError(
+            f"{c.OPT_MIN_NODES} is the lower bound of an elastic TrainJob and needs {c.OPT_RDZV_AT_MASTER}; "
+            f"elsewhere give {c.OPT_NNODES} MIN:MAX"
+        )
     if opts.rdzv_at_master:
         endpoint, node_rank = _resolve_master(r, backend, min_nodes, max_nodes)
+        if opts.min_nodes is not None:
+            min_nodes = _resolve_min_nodes(r, opts.min_nodes, max_nodes)
     else:
         endpoint = _resolve_endpoint(r, backend, max_nodes)
     run_id = _resolve_run_id(r, max_nodes)
@@ -573,7 +586,7 @@ def _resolve_master(r: _Resolver, backend: str, min_nodes: int, max_nodes: int) 
     if min_nodes != max_nodes:
         raise UsageError(
             f"{flag}: nnodes {min_nodes}:{max_nodes} ({r.sources['nnodes']}): Trainer v2 runs a fixed number "
-            "of pods, so the rendezvous waits for all of them; give one number"
+            f"of pods ({c.PET_NNODES}); an elastic TrainJob gives its lower bound with {c.OPT_MIN_NODES}"
         )
     if backend != "c10d":
         raise UsageError(f"{flag}: the store runs in node 0's agent, which needs the c10d backend (given: {backend})")
@@ -604,6 +617,22 @@ def _resolve_master(r: _Resolver, backend: str, min_nodes: int, max_nodes: int) 
     r.sources["rdzv_endpoint"] = f"env {c.PET_MASTER_ADDR}:{c.PET_MASTER_PORT} ({flag})"
     r.sources["node_rank"] = f"env {c.PET_NODE_RANK}"
     return endpoint, rank
+
+
+def _resolve_min_nodes(r: _Resolver, text: str, max_nodes: int) -> int:
+    """``--min-nodes``: the elastic TrainJob's lower bound; the upper one is the pod count, PET_NNODES.
+
+    Trainer reserves PET_NNODES and sets it to the integer numNodes (the MAX pods JobSet
+    creates), so the range reaches us as this option: MIN:PET_NNODES, 1 <= MIN <= PET_NNODES.
+    """
+    value = parse_int(text, c.OPT_MIN_NODES)
+    if not 1 <= value <= max_nodes:
+        raise UsageError(
+            f"{c.OPT_MIN_NODES}: must lie in 1..{max_nodes}, the pods of the TrainJob "
+            f"({r.sources['nnodes']}) (given: {text})"
+        )
+    r.sources["nnodes"] = f"option {c.OPT_MIN_NODES} and {r.sources['nnodes']}"
+    return value
 
 
 def _resolve_run_id(r: _Resolver, max_nodes: int) -> str:

@@ -365,8 +365,16 @@ def _trainer_job(
     job_doc, notes = trainer.fit_job(source.job, source.runtime, opts, gpus=gpus, cpus=local_cpus())
     if not workdir.is_dir():
         raise RunError(f"--workdir {workdir}: not a directory")
+    elastic = trainer.elastic_min(job_doc, source.runtime) is not None
     pods, pod_notes, port = trainer.build_pods(
-        job_doc, source.runtime, environ=os.environ, gpus=gpus, token=token, given=dict(opts.env), is_busy=is_busy
+        job_doc,
+        source.runtime,
+        environ=os.environ,
+        gpus=gpus,
+        token=token,
+        given=dict(opts.env),
+        is_busy=is_busy,
+        schedulable=opts.nodes if elastic else None,
     )
     rules = trainer.Rules.of(job_doc, source.runtime)
     job = Job(pods, rules, opts, workdir, printer, store=trainer.store_host(pods, port), network=network)

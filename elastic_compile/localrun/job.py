@@ -131,8 +131,10 @@ class Job:
         self.line_kills = [(text, self._find(name)) for name, text in opts.line_kills]
         self._due: list[LocalPod] = []
         self._kill_lock = threading.Lock()
-        if self.line_kills:
-            printer.on_line = self._on_line
+        # The job's world size as elastic-launch reports it at each rendezvous round (None: not yet).
+        self.world_size: int | None = None
+        self.world_sizes: list[int] = []
+        printer.on_line = self._on_line
         self.signal: int | None = None  # the first SIGINT/SIGTERM received
         self.hurry = False  # a second one, or one while pods are being deleted: SIGKILL now
         self.cleaning = False
@@ -156,11 +158,18 @@ class Job:
         raise RunError(f"--kill {name}: no such pod (pods: {known})")
 
     def _on_line(self, pod: str, text: str) -> None:
-        """A pod printed ``text`` (reader thread): the kills it triggers become due."""
+        """A pod printed ``text`` (reader thread): the kills it triggers become due; a new world size is said."""
         with self._kill_lock:
             for armed in [k for k in self.line_kills if k[0] in text]:
                 self.line_kills.remove(armed)
                 self._due.append(armed[1])
+            size = _world_size(text)
+            if size is None or size == self.world_size:
+                return
+            was, self.world_size = self.world_size, size
+            self.world_sizes.append(size)
+        change = "" if was is None else f" (was {was})"
+        self.printer.event(f"world size {size}{change}: {pod}'s workers started in a new rendezvous round")
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -443,6 +452,17 @@ class Job:
             time.sleep(POLL_SECONDS)
         for pod in pods:  # nothing of any pod may outlive run, whatever state it ended in
             kill_pod_processes(pod)
+
+
+_WORLD_LINE: Final = f"{contract.LAUNCHER}: {contract.WORLD_SIZE_WORDS}"
+
+
+def _world_size(text: str) -> int | None:
+    """The world size in elastic-launch's line for a rendezvous round, else None."""
+    if not text.startswith(_WORLD_LINE):
+        return None
+    number = text[len(_WORLD_LINE) :].partition(":")[0]
+    return int(number) if number.isdigit() else None
 
 
 def summary(job: Job, outcome: Outcome) -> str:

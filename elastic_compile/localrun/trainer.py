@@ -45,6 +45,8 @@ from elastic_compile.targets.adopt import Draft, read_launch
 from elastic_compile.targets.trainjob import api
 from elastic_compile.targets.trainjob.checks import manifest_errors
 
+#: The state of a pod that no node can take (an elastic TrainJob run with --nodes below MAX).
+UNSCHEDULABLE: Final = "Unschedulable"
 #: Kubernetes' Job default (batch/v1 JobSpec.backoffLimit).
 DEFAULT_BACKOFF_LIMIT: Final = 6
 #: JobSet's webhook defaults the pod restartPolicy to OnFailure when the template has none.
@@ -183,6 +185,27 @@ def pods(
     return out
 
 
+def elastic_min(job: Mapping[str, Any], runtime: Mapping[str, Any] | None = None) -> int | None:
+    """MIN of an elastic TrainJob (``nnodes: MIN:MAX``), from its launcher's words; None for a fixed one.
+
+    Trainer has no elastic policy: the range lives only in the command, as elastic-launch's
+    ``--min-nodes MIN`` (the compiled form) or torchrun's ``--nnodes MIN:$(PET_NNODES)``;
+    the pod count, MAX, is numNodes.
+    """
+    (pod, *_rest) = pods(job, runtime, local=False)
+    torchrun = node0_torchrun(pod.argv)
+    words = torchrun[0] if torchrun is not None else list(pod.argv)
+    words = words[: words.index("--")] if "--" in words else words
+    for i, word in enumerate(words[:-1]):
+        value = words[i + 1]
+        if word == contract.OPT_MIN_NODES and value.isdigit():
+            return int(value)
+        if word == "--nnodes" and ":" in value:
+            low = value.partition(":")[0]
+            return int(low) if low.isdigit() else None
+    return None
+
+
 def check_job(job: Mapping[str, Any], runtime: Mapping[str, Any] | None, label: str) -> None:
     """Reject what the cluster would reject: Trainer's webhooks and the Job's restart policy."""
     problems = manifest_errors(job, runtime)
@@ -254,7 +277,17 @@ def fit_job(
     trainer = job["spec"].setdefault("trainer", {})
     notes: list[str] = []
     nodes = num_nodes(job, runtime)
-    if opts.nodes is not None and opts.nodes != nodes:
+    low = elastic_min(job, runtime)
+    if low is not None and opts.nodes is not None:
+        # An elastic TrainJob keeps its MAX pods: --nodes says how many of them find a node.
+        if not low <= opts.nodes <= nodes:
+            raise RunError(f"--nodes {opts.nodes}: the elastic TrainJob runs {low}:{nodes} nodes; give {low}..{nodes}")
+        if opts.nodes < nodes:
+            notes.append(
+                f"--nodes {opts.nodes}: {opts.nodes} of the {nodes} pods find a node; the others stay Pending "
+                f"(unschedulable), and the rendezvous starts with {opts.nodes} after its last call"
+            )
+    elif opts.nodes is not None and opts.nodes != nodes:
         notes.append(f"--nodes {opts.nodes}: trainer.numNodes {opts.nodes} (was {nodes})")
         trainer["numNodes"] = nodes = opts.nodes
     # What the torch plugin would set on the cluster: a CPU-only node without numProcPerNode
@@ -266,12 +299,13 @@ def fit_job(
         for key, value in (resources.get(side) or {}).items():
             if "gpu" in str(key).lower() and str(value).isdigit():
                 wanted = max(wanted, int(value))
-    per_pod = min(wanted, len(gpus) // max(1, nodes))
+    running = opts.nodes if low is not None and opts.nodes is not None else nodes
+    per_pod = min(wanted, len(gpus) // max(1, running))
     note: str | None
     if opts.nproc_per_node is not None:
         new, note = str(opts.nproc_per_node), f"--nproc-per-node {opts.nproc_per_node}: numProcPerNode (was {nproc})"
     else:
-        new, note = fit_nproc(nproc, gpus_requested=wanted, gpus_per_pod=per_pod, cpus=cpus, pods=nodes)
+        new, note = fit_nproc(nproc, gpus_requested=wanted, gpus_per_pod=per_pod, cpus=cpus, pods=running)
     if note:
         notes.append(note.replace("nprocPerNode", "numProcPerNode"))
     if new != nproc:
@@ -288,6 +322,7 @@ def build_pods(
     token: str,
     given: Mapping[str, str] | None = None,
     is_busy: Callable[[int], bool] = port_busy,
+    schedulable: int | None = None,
 ) -> tuple[list[LocalPod], list[str], int]:
     """The local pods of the TrainJob, the notes, and the master port used here.
 
@@ -321,29 +356,52 @@ def build_pods(
         if other.get("name") != api.NODE:
             notes.append(f"container {other.get('name')} is not run locally")
     base = base_env(environ)
-    per_pod = len(gpus) // len(computed)
+    placed = len(computed) if schedulable is None else min(schedulable, len(computed))
+    per_pod = len(gpus) // placed
     grace = pod_spec.get("terminationGracePeriodSeconds")
     out: list[LocalPod] = []
     for i, pod in enumerate(computed):
         env = dict(base)
         env["HOSTNAME"] = pod.name  # JobSet sets the hostname to <name>-node-0-<i>
         env.update(pod.env)
-        if gpus:
+        if gpus and i < placed:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[i * per_pod : (i + 1) * per_pod])
         env[MARKER_ENV] = f"{token}/{pod.name}"
-        out.append(
-            LocalPod(
-                pod=pod,
-                argv=local_argv(pod.argv),
-                env=env,
-                grace=float(grace) if grace is not None else DEFAULT_GRACE,
-                marker=env[MARKER_ENV],
-            )
+        local = LocalPod(
+            pod=pod,
+            argv=local_argv(pod.argv),
+            env=env,
+            grace=float(grace) if grace is not None else DEFAULT_GRACE,
+            marker=env[MARKER_ENV],
         )
+        if i >= placed:  # no node for it: Pending for good, as the scheduler leaves it
+            local.state, local.start_at = UNSCHEDULABLE, None
+        out.append(local)
     return out, notes, master_port
 
 
 # --------------------------------------------------------------------------- the rules
+
+
+def _indexes(text: str) -> frozenset[int]:
+    """A Job successPolicy's succeededIndexes, ``"0"`` or ``"0-2,5"`` (batch/v1 SuccessPolicyRule)."""
+    out: set[int] = set()
+    for part in text.split(","):
+        first, _sep, last = part.strip().partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            raise RunError(f"successPolicy: succeededIndexes {text!r} is not a list of indexes and ranges")
+        out.update(range(int(first), int(last or first) + 1))
+    return frozenset(out)
+
+
+def _success_rules(spec: Mapping[str, Any]) -> tuple[tuple[frozenset[int] | None, int | None], ...]:
+    """The node Job's successPolicy rules as (indexes or None for any, count or None for all of them)."""
+    rules = []
+    for rule in (spec.get("successPolicy") or {}).get("rules") or []:
+        indexes = rule.get("succeededIndexes")
+        count = rule.get("succeededCount")
+        rules.append((None if indexes is None else _indexes(str(indexes)), None if count is None else int(count)))
+    return tuple(rules)
 
 
 @dataclass(frozen=True)
@@ -354,6 +412,10 @@ class Rules:
     backoff_limit: int
     active_deadline: float | None
     suspended: bool
+    #: The node Job's successPolicy rules (empty: every index must succeed).
+    success_rules: tuple[tuple[frozenset[int] | None, int | None], ...] = ()
+    #: MIN of an elastic TrainJob (its launcher's --min-nodes), None for a fixed one.
+    min_nodes: int | None = None
 
     @classmethod
     def of(cls, job: Mapping[str, Any], runtime: Mapping[str, Any] | None = None) -> Rules:
@@ -365,13 +427,26 @@ class Rules:
             backoff_limit=DEFAULT_BACKOFF_LIMIT if limit is None else int(limit),
             active_deadline=None if deadline is None else float(deadline),
             suspended=bool(job["spec"].get("suspend")),
+            success_rules=_success_rules(rjob["template"]["spec"]),
+            min_nodes=elastic_min(job, runtime),
         )
 
     def describe(self) -> str:
+        if self.success_rules:
+            when = "succeeds by its successPolicy (" + "; ".join(self._rule_text(r) for r in self.success_rules) + ")"
+        else:
+            when = "succeeds when every node does"
+        elastic = f"elastic: trains with {self.min_nodes} node(s) or more; " if self.min_nodes is not None else ""
         return (
-            f"succeeds when every node does; any failed Job fails the JobSet; backoffLimit {self.backoff_limit}"
+            f"{elastic}{when}; any failed Job fails the JobSet; backoffLimit {self.backoff_limit}"
             " (restarts and replaced pods)"
         )
+
+    @staticmethod
+    def _rule_text(rule: tuple[frozenset[int] | None, int | None]) -> str:
+        indexes, count = rule
+        where = "any index" if indexes is None else "index(es) " + ",".join(str(i) for i in sorted(indexes))
+        return f"{where}: {'all' if count is None else count} succeeded"
 
     def past_backoff_limit(self, restarts: int) -> bool:
         """pastBackoffLimitOnFailure: the Job's container restarts >= backoffLimit (any, for 0)."""
@@ -388,7 +463,18 @@ class Rules:
         return failed > self.backoff_limit
 
     def success(self, pods: Sequence[LocalPod], pod: LocalPod) -> str | None:
-        """An Indexed Job completes when every index has succeeded; the JobSet with its only Job."""
+        """An Indexed Job completes when every index has succeeded, or when a successPolicy rule is met
+        (the Job controller then removes the lingering pods); the JobSet with its only Job."""
+        done = frozenset(p.pod.index for p in pods if p.state == "Succeeded")
+        for rule in self.success_rules:
+            indexes, count = rule
+            among = done if indexes is None else done & indexes
+            need = count if count is not None else (len(pods) if indexes is None else len(indexes))
+            if len(among) >= need:
+                return (
+                    f"{pod.name} succeeded, which meets the node Job's successPolicy ({self._rule_text(rule)}): the "
+                    "Job completes and its lingering pods are removed, and the JobSet and TrainJob complete with it"
+                )
         if all(p.state == "Succeeded" for p in pods):
             return f"all {len(pods)} node(s) succeeded: the Job completes, and the JobSet and TrainJob with it"
         return None
@@ -397,9 +483,27 @@ class Rules:
         lost = [p for p in pods if p.state == "Lost"]
         if not lost:
             return None
-        return (
-            f"{lost[-1].name} was lost and a TrainJob has a fixed number of nodes (the cluster would replace the pod)"
-        )
+        if self.min_nodes is None:
+            return (
+                f"{lost[-1].name} was lost and a TrainJob has a fixed number of nodes (the cluster would replace the "
+                "pod)"
+            )
+        # --kill plays a node gone with no other node free: the Job's new pod for the index stays Pending.
+        host = next((p for p in lost if p.pod.index == 0), None)
+        if host is not None:
+            return (
+                f"{host.name} was lost, and its agent hosted the rendezvous store: on a cluster the other pods lose "
+                f"the store, restart in place (exit 202) and wait read_timeout for {host.name}'s name again, until "
+                "the Job's new pod for index 0 runs and hosts a new store (each restart counts against "
+                "backoffLimit); with no node free for it, as --kill plays it, nothing brings it back"
+            )
+        alive = [p for p in pods if p.state in ("Running", "Pending", "Succeeded")]
+        if len(alive) < self.min_nodes:
+            return (
+                f"{len(alive)} node(s) left, fewer than the elastic minimum {self.min_nodes}: on a cluster the "
+                "survivors wait join_timeout per attempt for the Job's new pods, which need a free node"
+            )
+        return None
 
     def cleanup_why(self) -> str:
         return "the failed Job's active pods are deleted"

@@ -34,6 +34,7 @@ ENV_SHUTDOWN_TIMEOUT: Final = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 
 # torchrun's own spelling of what elastic-launch takes (torch/distributed/run.py; each
 # also has a PET_* variable, which the command line beats).
+_TR_NNODES: Final = "--nnodes"
 _TR_NPROC: Final = "--nproc-per-node"
 _TR_BACKEND: Final = "--rdzv-backend"
 _TR_ENDPOINT: Final = "--rdzv-endpoint"
@@ -219,6 +220,9 @@ def torchrun_args(spec: ElasticSpec, args: Sequence[str]) -> list[str]:
         out.append(_TR_STANDALONE)
     if contract.OPT_NPROC_PER_NODE in options:
         out += [_TR_NPROC, options[contract.OPT_NPROC_PER_NODE]]
+    if at_master and contract.OPT_MIN_NODES in options:
+        # An elastic TrainJob: torchrun's --nnodes beats PET_NNODES, which Trainer sets to the pod count.
+        out += [_TR_NNODES, f"{options[contract.OPT_MIN_NODES]}:{_reference(contract.PET_NNODES)}"]
     if at_master:
         endpoint = f"{_reference(contract.PET_MASTER_ADDR)}:{_reference(contract.PET_MASTER_PORT)}"
         out += [_TR_BACKEND, "c10d", _TR_ENDPOINT, endpoint]

@@ -60,6 +60,21 @@ LABEL_KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"
 
 # The stock ClusterTrainingRuntime (T: manifests/base/runtimes/torch_distributed.yaml): one job `node`, one container
 # `node`.
+#: An elastic TrainJob's node Job succeeds when node 0 has (batch/v1 JobSpec.successPolicy,
+#: Indexed Jobs, GA in Kubernetes 1.33): node 0 hosts the rendezvous store, so it is in every
+#: round, and the pods that never joined (Pending for want of capacity) must not hold the Job
+#: open; once the rule is met the Job controller removes the lingering pods.
+ELASTIC_SUCCESS_POLICY: Final[dict[str, Any]] = {"rules": [{"succeededIndexes": "0"}]}
+#: An elastic TrainJob's node Job creates a pod for a lost index only once the old pod is Failed,
+#: not while it terminates (batch/v1 JobSpec.podReplacementPolicy; Kubernetes' default for an
+#: Indexed Job is TerminatingOrFailed): two pods of index 0 would be two rendezvous stores, each
+#: able to gather its own world.
+ELASTIC_POD_REPLACEMENT: Final = "Failed"
+#: An elastic TrainJob's JobSet: a failed node Job fails the JobSet at once. Recovery lives inside
+#: the Job (restarts in place, replaced pods, the rendezvous re-forming); a JobSet restart would
+#: recreate every pod and reset the Job's backoffLimit count, (maxRestarts + 1) x backoffLimit
+#: failures in all (jobset v0.12.0 api/jobset/v1alpha2/jobset_types.go FailurePolicy).
+ELASTIC_FAILURE_POLICY: Final[dict[str, Any]] = {"maxRestarts": 0}
 STOCK_RUNTIME: Final = "torch-distributed"
 STOCK_JOBS: Final = {NODE: frozenset({NODE})}
 STOCK_IMAGE: Final = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"  # torch_distributed.yaml:38

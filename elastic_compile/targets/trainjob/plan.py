@@ -10,14 +10,17 @@ A TrainJob carries a setting in one of three places (Trainer v2.3.0 pkg/apis/tra
   containers, other container and pod fields, restartPolicy, backoffLimit), which the
   TrainJob then references instead of the stock runtime.
 
-Settings that Trainer v2.3 cannot express at all (elastic ranges, v1's run policies) are
-located errors: :func:`trainjob_problems`. The same pod as the PyTorchJob's Worker is the
+Settings that Trainer v2.3 cannot express at all (v1's run policies) are located errors:
+:func:`trainjob_problems`. An elastic range ``nnodes: MIN:MAX`` (no Trainer release has an
+elastic policy: KEP-2903) is ours: MAX pods, elastic-launch ``--min-nodes MIN`` meeting at node
+0, and our runtime's Job and JobSet policies (docs/trainer-v2.md, "Elastic TrainJobs"). The same pod as the PyTorchJob's Worker is the
 starting point (:func:`elastic_compile.targets.pod.build_pod_template`), so the two
 targets never disagree about the pod.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +123,11 @@ def _runtime_needs(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
     for key in pod:
         if key not in (*_POD_PATCH_KEYS, "containers", "initContainers"):
             needs.append(((*base, key), f"the pod's {key}"))
+    if spec.nnodes.elastic:
+        needs.append((
+            ("nnodes",),
+            "an elastic range (the node Job's successPolicy, restartPolicy and the JobSet's failurePolicy)",
+        ))  # fmt: skip
     if "restart_policy" in spec.model_fields_set and spec.restart_policy == "Never":
         needs.append((("restart_policy",), "restartPolicy Never"))
     if spec.run_policy.backoff_limit is not None:
@@ -135,13 +143,6 @@ def trainjob_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
     """
     problems: list[tuple[FieldPath, str]] = []
     set_fields = spec.model_fields_set
-    if spec.nnodes.elastic:
-        problems.append((
-            ("nnodes",),
-            "Trainer v2.3 runs a fixed number of pods (elastic TrainJobs are not implemented, KEP-2903), so "
-            f"{spec.nnodes} cannot scale; give a fixed count such as {spec.nnodes.max}, or compile with "
-            "-t pytorchjob, whose elasticPolicy scales between MIN and MAX",
-        ))  # fmt: skip
     limit = api.name_limit(spec.nnodes.max)
     if len(spec.name) > limit:
         problems.append((
@@ -297,6 +298,9 @@ def _rendezvous_args(spec: ElasticSpec) -> list[str]:
     PET_NODE_RANK 0 hosting the store: the plugin injects no PET_RDZV_* (pkg/runtime/framework/plugins/torch/torch.go).
     """
     args: list[str] = [contract.OPT_RDZV_AT_MASTER]
+    if spec.nnodes.elastic:
+        # The TrainJob has MAX pods (PET_NNODES, reserved by Trainer); the lower bound is ours.
+        args += [contract.OPT_MIN_NODES, str(spec.nnodes.min)]
     if spec.rdzv.id is not None:
         args += [contract.OPT_RDZV_ID, spec.rdzv.id]
     return args
@@ -330,6 +334,10 @@ def _runtime(spec: ElasticSpec, node_rest: dict[str, Any], pod_rest: dict[str, A
     pod_spec: dict[str, Any] = {}
     if "restart_policy" in spec.model_fields_set and spec.restart_policy in ("OnFailure", "Never"):
         pod_spec["restartPolicy"] = spec.restart_policy
+    elif spec.nnodes.elastic:
+        # JobSet's default, written out because the elastic semantics rest on it: a failed
+        # container restarts in place and its agent rejoins the rendezvous (docs/trainer-v2.md).
+        pod_spec["restartPolicy"] = "OnFailure"
     if inits:
         pod_spec["initContainers"] = inits
     pod_spec["containers"] = [{"name": api.NODE, "image": spec.image, **node_rest}]
@@ -337,14 +345,21 @@ def _runtime(spec: ElasticSpec, node_rest: dict[str, Any], pod_rest: dict[str, A
     job_spec: dict[str, Any] = {}
     if spec.run_policy.backoff_limit is not None:
         job_spec["backoffLimit"] = spec.run_policy.backoff_limit
+    if spec.nnodes.elastic:
+        job_spec["podReplacementPolicy"] = api.ELASTIC_POD_REPLACEMENT
+        job_spec["successPolicy"] = copy.deepcopy(api.ELASTIC_SUCCESS_POLICY)
     job_spec["template"] = {"spec": pod_spec}
     labels = {api.LABEL_FRAMEWORK: api.FRAMEWORK_TORCH}
+    jobset_spec: dict[str, Any] = {}
+    if spec.nnodes.elastic:
+        jobset_spec["failurePolicy"] = copy.deepcopy(api.ELASTIC_FAILURE_POLICY)
     return {
         "metadata": object_metadata(spec.name, spec.namespace, labels, {}),
         "spec": {
             "mlPolicy": {"numNodes": spec.nnodes.max, "torch": {}},
             "template": {
                 "spec": {
+                    **jobset_spec,
                     "replicatedJobs": [
                         {
                             "name": api.NODE,
@@ -354,7 +369,7 @@ def _runtime(spec: ElasticSpec, node_rest: dict[str, Any], pod_rest: dict[str, A
                                 "spec": job_spec,
                             },
                         }
-                    ]
+                    ],
                 }
             },
         },
