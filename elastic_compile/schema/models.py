@@ -1213,8 +1213,8 @@ class TrainJobSettings(_Section):
         "auto",
         description="Emit a namespaced TrainingRuntime of ours, named like the job, and reference it. Default "
         "auto: only when the spec needs what runtimePatches cannot carry (sidecars, init containers, ports, "
-        "probes, restart_policy Never, backoff_limit, other pod fields). always: also for a cluster without "
-        "the stock runtime. never: such settings are errors.",
+        "probes, restart_policy Never, backoff_limit, an elastic nnodes range, other pod fields). always: also "
+        "for a cluster without the stock runtime. never: such settings are errors.",
     )
 
     jobset_metadata: ObjectMetadata = Field(
@@ -1295,7 +1295,8 @@ class ElasticSpec(_Section):
     )
     nnodes: NNodesField = Field(
         default_factory=lambda: NNodes(min=1, max=1),
-        description="Nodes (pods): N, or MIN:MAX for an elastic job. Default 1.",
+        description="Nodes (pods): N, or MIN:MAX for an elastic job (under -t trainjob: MAX pods, training "
+        "with MIN or more). Default 1.",
     )
     nproc_per_node: NProc = Field(
         None,

@@ -153,8 +153,8 @@ def launcher_view(spec: dict[str, Any]) -> list[tuple[str, tuple[str, ...], dict
 
 
 def for_trainjob(spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` without what -t trainjob always refuses (an elastic range; a backend, host or port)."""
-    out = {**spec, "target": "trainjob", "nnodes": int(str(spec["nnodes"]).rsplit(":", 1)[-1])}
+    """``spec`` without what -t trainjob always refuses (a backend, host or port); an elastic range stays."""
+    out = {**spec, "target": "trainjob"}
     rdzv = {k: v for k, v in spec.get("rdzv", {}).items() if k not in ("backend", "host", "port")}
     if "conf" in rdzv:  # keys of the c10d rendezvous that elastic-launch runs at node 0
         rdzv["conf"] = {k: v for k, v in rdzv["conf"].items() if k in cv.BACKEND_KEYS["c10d"] or k == "is_hots"}

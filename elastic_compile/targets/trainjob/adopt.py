@@ -13,8 +13,9 @@ PyTorchJob's Worker (:func:`elastic_compile.targets.adopt.adopt_pod`).
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from elastic_compile import contract
 from elastic_compile.core.loader import Loaded
@@ -26,6 +27,7 @@ from elastic_compile.schema.models import mounts_shm
 from elastic_compile.targets.adopt import (
     Draft,
     Injected,
+    Launch,
     Path,
     PodSource,
     adopt_metadata,
@@ -84,7 +86,9 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Seque
                 f"the runtime {ref.get('name')} runs {other}, not torch: elastic-compile writes torch jobs",
             )
             return draft
-    carried = runtime is not None and _carry(draft, runtime, runtime_index, ref)
+    # The compiled elastic TrainJob (issue 30): MIN in the launcher's words, our policies in the runtime.
+    elastic = _elastic_words(trainer, runtime)
+    carried = runtime is not None and _carry(draft, runtime, runtime_index, ref, elastic=elastic)
     rjob, rjob_path = _node_job(draft, runtime if carried else None, runtime_index)
     job_name = as_mapping(job.get("metadata")).get("name")
     if carried and (ref.get("kind") != api.TRAINING_RUNTIME or ref.get("name") != job_name):
@@ -123,9 +127,13 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Seque
     else:
         injected = Injected(nproc_per_node=_nproc(draft, trainer, ref, runtime, resources), generation="v2")
     apply_launch(draft, launch, at, injected, int(nodes or 1))
+    low = _elastic_min(launch)
+    if low is not None:
+        value, index = low
+        draft.set(("nnodes",), f"{value}:{int(nodes or 1)}", at(index))
     chosen = launch.launcher == contract.LAUNCHER or launch.compiled
 
-    template = _pod_template(draft, trainer, job, rjob, rjob_path)
+    template = _pod_template(draft, trainer, job, rjob, rjob_path, elastic=elastic)
     if launch.working_dir is not None:
         template["spec"]["containers"][0].setdefault("workingDir", launch.working_dir)
     if runtime is not None and not carried and _runtime_mounts_shm(runtime):
@@ -275,10 +283,44 @@ _JOB_KEYS = ("name", "replicas", "template")
 _JOB_SPEC = ("template", "backoffLimit")
 
 
-def _carry(draft: Draft, runtime: Mapping[str, Any], index: int, ref: Mapping[str, Any]) -> bool:
+def _elastic_words(trainer: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> bool:
+    """Whether the node container's words hold an elastic range: elastic-launch's --min-nodes, or torchrun's
+    --nnodes MIN:$(PET_NNODES) (the compiled forms, targets/launcher.py)."""
+    words = [str(w) for w in [*(trainer.get("command") or []), *(trainer.get("args") or [])]]
+    if not words and runtime is not None:
+        node = next((c for _p, c in _node_containers(runtime)), {})
+        words = [str(w) for w in [*(node.get("command") or []), *(node.get("args") or [])]]
+    if contract.OPT_MIN_NODES in words:
+        return True
+    return any(w == "--nnodes" and ":" in n for w, n in itertools.pairwise(words))
+
+
+def _elastic_min(launch: Launch) -> tuple[str, int] | None:
+    """MIN of the elastic range the launcher was given, and the index of its word; None for a fixed count."""
+    found = launch.settings.get("min_nodes")
+    if found is not None:
+        return str(found[0]), found[1]
+    nnodes = launch.settings.get("nnodes")
+    if nnodes is not None and str(nnodes[0]).endswith(f":$({contract.PET_NNODES})"):
+        return str(nnodes[0]).partition(":")[0], nnodes[1]
+    return None
+
+
+#: What our runtime writes for an elastic range (targets/trainjob/plan.py), by where it sits.
+_ELASTIC_JOBSET: Final = {"failurePolicy": api.ELASTIC_FAILURE_POLICY}
+_ELASTIC_JOB: Final = {"successPolicy": api.ELASTIC_SUCCESS_POLICY, "podReplacementPolicy": api.ELASTIC_POD_REPLACEMENT}
+
+
+def _carry(
+    draft: Draft, runtime: Mapping[str, Any], index: int, ref: Mapping[str, Any], *, elastic: bool = False
+) -> bool:
     """Whether the spec can carry the runtime in the input (then the compiled job gets a TrainingRuntime of
     ours named after it); otherwise the compiled job references the runtime by name, and notes say what it keeps.
+
+    With ``elastic``, our runtime's policies for the range are carried by ``nnodes`` itself.
     """
+    ours_jobset = _ELASTIC_JOBSET if elastic else {}
+    ours_job = _ELASTIC_JOB if elastic else {}
     spec = as_mapping(runtime.get("spec"))
     kept: list[tuple[Path, str]] = []
     for key in spec:
@@ -291,7 +333,7 @@ def _carry(draft: Draft, runtime: Mapping[str, Any], index: int, ref: Mapping[st
     template = as_mapping(spec.get("template"))
     jobset = as_mapping(template.get("spec"))
     for key in jobset:
-        if key != "replicatedJobs":
+        if key != "replicatedJobs" and not (key in ours_jobset and jobset[key] == ours_jobset[key]):
             kept.append((("spec", "template", "spec", key), f"the JobSet's {key}"))
     base: Path = ("spec", "template", "spec", "replicatedJobs")
     for i, raw in enumerate(jobset.get("replicatedJobs") or []):
@@ -304,7 +346,9 @@ def _carry(draft: Draft, runtime: Mapping[str, Any], index: int, ref: Mapping[st
             kept.append(((*base, i, "replicas"), "the node job's replicas"))
         job_spec = as_mapping(as_mapping(rjob.get("template")).get("spec"))
         kept += [
-            ((*base, i, "template", "spec", key), f"the node Job's {key}") for key in job_spec if key not in _JOB_SPEC
+            ((*base, i, "template", "spec", key), f"the node Job's {key}")
+            for key in job_spec
+            if key not in _JOB_SPEC and not (key in ours_job and job_spec[key] == ours_job[key])
         ]
     if not kept:
         return True
@@ -415,7 +459,13 @@ def _carry_metadata(draft: Draft, field: str, meta: Mapping[str, Any], path: Pat
 
 
 def _pod_template(
-    draft: Draft, trainer: Mapping[str, Any], job: Mapping[str, Any], rjob: Mapping[str, Any], rjob_path: Path
+    draft: Draft,
+    trainer: Mapping[str, Any],
+    job: Mapping[str, Any],
+    rjob: Mapping[str, Any],
+    rjob_path: Path,
+    *,
+    elastic: bool = False,
 ) -> dict[str, Any]:
     """One pod template from the carried runtime's node job, the patches and the trainer (in the order Trainer
     applies them, merged as it merges them: T: pkg/runtime/core/trainingruntime.go:251-290, torch.go:141).
@@ -452,7 +502,7 @@ def _pod_template(
                 draft.aliases[(*POD, "spec", "containers", 0)] = (*pod_path, "spec", "containers", i)
                 container.update({k: v for k, v in dict(node).items() if k not in ("name", "image")})
         restart = rpod.pop("restartPolicy", None)
-        if restart is not None:
+        if restart is not None and not (elastic and restart == "OnFailure"):  # the range writes it again
             draft.set(("restart_policy",), restart, (*pod_path, "spec", "restartPolicy"))
         if inits:
             pod["initContainers"] = inits

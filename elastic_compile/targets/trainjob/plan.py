@@ -13,9 +13,11 @@ A TrainJob carries a setting in one of three places (Trainer v2.3.0 pkg/apis/tra
 Settings that Trainer v2.3 cannot express at all (v1's run policies) are located errors:
 :func:`trainjob_problems`. An elastic range ``nnodes: MIN:MAX`` (no Trainer release has an
 elastic policy: KEP-2903) is ours: MAX pods, elastic-launch ``--min-nodes MIN`` meeting at node
-0, and our runtime's Job and JobSet policies (docs/trainer-v2.md, "Elastic TrainJobs"). The same pod as the PyTorchJob's Worker is the
-starting point (:func:`elastic_compile.targets.pod.build_pod_template`), so the two
-targets never disagree about the pod.
+0, and our runtime's Job and JobSet policies (docs/trainer-v2.md, "Elastic TrainJobs").
+
+The same pod as the PyTorchJob's Worker is the starting point
+(:func:`elastic_compile.targets.pod.build_pod_template`), so the two targets never disagree
+about the pod.
 """
 
 from __future__ import annotations
@@ -270,7 +272,12 @@ def _runtime_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
             (
                 where,
                 f"{what} needs a TrainingRuntime of ours (runtimePatches cannot carry it), and "
-                "trainjob.own_runtime is never; remove it, or move it into your runtime",
+                "trainjob.own_runtime is never; "
+                + (
+                    f"give a fixed count such as {spec.nnodes.max}, or let elastic-compile emit its runtime"
+                    if where == ("nnodes",)
+                    else "remove it, or move it into your runtime"
+                ),
             )
             for where, what in needs
         ]
