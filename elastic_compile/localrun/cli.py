@@ -160,6 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="lose a node: SIGKILL every process of POD (e.g. worker-1) SECONDS after the start, or as soon as "
         "any pod prints a line containing TEXT; the pod is not restarted (repeatable)",
     )
+    p.add_argument(
+        "--replace",
+        type=_kill,
+        action="append",
+        default=[],
+        metavar="POD@SECONDS|POD@/TEXT/",
+        help="lose a node the cluster can replace: as --kill, then the pod's controller creates it again at once "
+        "(a new pod for its index, counted against the Job's backoffLimit) (repeatable)",
+    )
     p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="stop every pod and exit 124 after this long")
     p.add_argument(
         "--workdir",
@@ -206,6 +215,8 @@ def parse_args(argv: Sequence[str]) -> Options:
         nproc_per_node=ns.nproc_per_node,
         kills=tuple((pod, at) for pod, at in ns.kill if isinstance(at, float)),
         line_kills=tuple((pod, at) for pod, at in ns.kill if isinstance(at, str)),
+        replaces=tuple((pod, at) for pod, at in ns.replace if isinstance(at, float)),
+        line_replaces=tuple((pod, at) for pod, at in ns.replace if isinstance(at, str)),
         timeout=ns.timeout,
         workdir=ns.workdir,
         dry_run=ns.dry_run,

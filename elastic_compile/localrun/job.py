@@ -126,14 +126,18 @@ class Job:
         self.printer = printer
         self.t0 = time.monotonic()
         printer.clock = self.elapsed
-        self.kills = sorted(((at, self._find(name)) for name, at in opts.kills), key=lambda k: k[0])
+        # (when, pod, replaced): --kill loses the pod for good, --replace has its controller create it again.
+        timed = [(at, name, False) for name, at in opts.kills] + [(at, name, True) for name, at in opts.replaces]
+        self.kills = sorted(((at, self._find(name), again) for at, name, again in timed), key=lambda k: k[0])
         # --kill POD@/TEXT/: armed until a pod prints TEXT; then due, and killed by the loop.
-        self.line_kills = [(text, self._find(name)) for name, text in opts.line_kills]
-        self._due: list[LocalPod] = []
+        self.line_kills = [(text, self._find(name), False) for name, text in opts.line_kills]
+        self.line_kills += [(text, self._find(name), True) for name, text in opts.line_replaces]
+        self._due: list[tuple[LocalPod, bool]] = []
         self._kill_lock = threading.Lock()
         # The job's world size as elastic-launch reports it at each rendezvous round (None: not yet).
         self.world_size: int | None = None
         self.world_sizes: list[int] = []
+        self._round: set[str] = set()  # the pods that reported the current round
         printer.on_line = self._on_line
         self.signal: int | None = None  # the first SIGINT/SIGTERM received
         self.hurry = False  # a second one, or one while pods are being deleted: SIGKILL now
@@ -162,13 +166,17 @@ class Job:
         with self._kill_lock:
             for armed in [k for k in self.line_kills if k[0] in text]:
                 self.line_kills.remove(armed)
-                self._due.append(armed[1])
+                self._due.append((armed[1], armed[2]))
             size = _world_size(text)
-            if size is None or size == self.world_size:
+            if size is None:
                 return
-            was, self.world_size = self.world_size, size
+            if size == self.world_size and pod not in self._round:
+                self._round.add(pod)  # another pod of the same round
+                return
+            # A new size, or a pod that reported in this round already: the nodes met again.
+            was, self.world_size, self._round = self.world_size, size, {pod}
             self.world_sizes.append(size)
-        change = "" if was is None else f" (was {was})"
+        change = "" if was is None else (f" (was {was})" if was != size else " again")
         self.printer.event(f"world size {size}{change}: {pod}'s workers started in a new rendezvous round")
 
     def elapsed(self) -> float:
@@ -224,7 +232,28 @@ class Job:
         pod.exit_code = code
         return code
 
-    def _kill(self, pod: LocalPod) -> None:
+    def _kill(self, pod: LocalPod, replaced: bool = False) -> Outcome | None:
+        """Lose ``pod``'s node (--kill), or lose it and have its controller create the pod again (--replace)."""
+        flag = "--replace" if replaced else "--kill"
+        if replaced and pod.state == "Running":
+            kill_pod_processes(pod)
+            code = self._finish_process(pod)
+            pod.recreated += 1
+            total = sum(p.recreated for p in self.pods)
+            if self.rules.past_failed_limit(total):
+                pod.state = "Failed"
+                return Outcome(
+                    "Failed",
+                    code,
+                    f"{pod.name} lost (--replace, exit {code}); backoffLimit {self.rules.backoff_limit} reached: "
+                    f"{total} failed pod(s) is more than it allows",
+                )
+            self.printer.event(
+                f"{pod.name} lost (--replace): SIGKILL to every process of the pod (exit {code}); its controller "
+                "creates a new pod for it on a free node"
+            )
+            pod.state, pod.start_at = "Pending", self.elapsed() + CRASH_LOOP_FIRST
+            return None
         if pod.state == "Running":
             kill_pod_processes(pod)
             code = self._finish_process(pod)
@@ -232,12 +261,13 @@ class Job:
                 f"{pod.name} lost (--kill): SIGKILL to every process of the pod (exit {code}); "
                 "not restarted, as if its node had vanished"
             )
-        elif pod.state == "Pending":
+        elif pod.state == "Pending" and not replaced:
             self.printer.event(f"{pod.name} lost (--kill) while not running; it will not start")
         else:
-            self.printer.event(f"--kill {pod.name}: the pod already {pod.state.lower()}; nothing to kill")
-            return
+            self.printer.event(f"{flag} {pod.name}: the pod is {pod.state.lower()}; nothing to kill")
+            return None
         pod.state, pod.start_at = "Lost", None
+        return self._lost_check()
 
     def _on_exit(self, pod: LocalPod) -> Outcome | None:
         """Apply the restart policy to a pod whose process ended; an Outcome when that ends the job."""
@@ -344,10 +374,10 @@ class Job:
             with self._kill_lock:
                 due, self._due = self._due, []
             while self.kills and self.kills[0][0] <= now:
-                due.append(self.kills.pop(0)[1])
-            for pod in due:
-                self._kill(pod)
-                lost = self._lost_check()
+                _at, pod, again = self.kills.pop(0)
+                due.append((pod, again))
+            for pod, again in due:
+                lost = self._kill(pod, again)
                 if lost is not None:
                     return lost
             if self.store is not None:

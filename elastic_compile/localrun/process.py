@@ -66,6 +66,9 @@ class Options:
     kills: tuple[tuple[str, float], ...] = ()
     # --kill POD@/TEXT/: lose POD as soon as any pod prints a line containing TEXT.
     line_kills: tuple[tuple[str, str], ...] = ()
+    # --replace POD@SECONDS / POD@/TEXT/: lose POD as --kill does, and its controller creates it again.
+    replaces: tuple[tuple[str, float], ...] = ()
+    line_replaces: tuple[tuple[str, str], ...] = ()
     timeout: float | None = None
     workdir: Path | None = None
     dry_run: bool = False

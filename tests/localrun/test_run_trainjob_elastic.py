@@ -84,7 +84,7 @@ def _compile(tmp_path: Path, marker: str, *, steps: int, pause: float, env: str 
 
 def _world_sizes(err: str) -> list[int]:
     """The world sizes ``run`` reported, in order (one line each time it changed)."""
-    return [int(m) for m in re.findall(r"\] world size (\d+)(?: \(was \d+\))?: ", err)]
+    return [int(m) for m in re.findall(r"\] world size (\d+)(?: \(was \d+\)| again)?: ", err)]
 
 
 def _sums(out: str) -> list[tuple[int, int]]:
@@ -151,7 +151,22 @@ def test_a_worker_failure_restarts_in_place_and_the_world_re_forms(tmp_path: Pat
     assert "restarts in place" not in result.err and "started again" not in result.err, result.report
     rounds = re.findall(r"\[el-node-0-1\] elastic-launch: world size (\d+): .*, start (\d+)$", result.out, re.M)
     assert rounds == [("3", "1"), ("3", "2")], result.report
-    assert _world_sizes(result.err) == [3], result.report  # the size never changed
+    assert _world_sizes(result.err) == [3, 3], result.report  # the nodes met again, at the same size
     assert set(_sums(result.out)) == {(3, 3)}, result.report
     assert re.search(r"step \d+ world_size 3 sum 3 restart [01]$", result.out, re.M), result.report
     assert "done world_size 3" in result.out, result.report
+
+
+def test_node_0_replaced_the_others_restart_and_meet_its_new_store(tmp_path: Path, marker: str) -> None:
+    """Node 0, the store's host, is lost and its Job creates it again (``--replace``): the others lose the
+    store, exit 202 and restart in place (OnFailure), then meet at the new pod's store: no survivor hosts one."""
+    manifest = _compile(tmp_path, marker, steps=30, pause=0.3)
+    result = run([str(manifest), "--replace", "el-node-0-0@/world_size 3 sum 3 restart 0/"], timeout=400)
+    assert result.code == 0, result.report
+    assert "el-node-0-0 lost (--replace)" in result.err and "el-node-0-0 started again" in result.err
+    for survivor in ("el-node-0-1", "el-node-0-2"):
+        assert f"{survivor} exited with code 202" in result.err, result.report
+        assert f"{survivor} restarts in place" in result.err, result.report
+    assert _world_sizes(result.err) == [3, 3], result.report
+    assert set(_sums(result.out)) == {(3, 3)} and "done world_size 3" in result.out, result.report
+    assert re.search(r"job el Succeeded after [0-9.]+s: .*, 3 restart\(s\); exit 0$", result.summary), result.report
