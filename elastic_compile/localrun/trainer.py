@@ -13,8 +13,11 @@ in pkg/runtime/framework/plugins/):
   ``PET_*`` variables of the torch plugin, ``PET_NODE_RANK`` from the completion index;
 * the rules: pods restart in place under ``OnFailure`` (JobSet's default) or are replaced
   under ``Never``, both counted against the Job's ``backoffLimit`` (Kubernetes' default 6);
-  the Job succeeds when every index has; a failed Job fails the JobSet and the TrainJob
-  (no failurePolicy), and activeDeadlineSeconds fails it too.
+  the Job succeeds when every index has, or when its successPolicy is met (an elastic
+  TrainJob's: node 0); a failed Job fails the JobSet and the TrainJob (no failurePolicy, or
+  ours: maxRestarts 0), and activeDeadlineSeconds fails it too;
+* an elastic TrainJob (``nnodes: MIN:MAX``, :func:`elastic_min`) keeps its MAX pods; ``--nodes``
+  says how many find a node, the others stay Pending (``UNSCHEDULABLE``).
 
 Only node 0's address (``PET_MASTER_ADDR``) and the pod IPs become this machine.
 """

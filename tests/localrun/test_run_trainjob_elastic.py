@@ -1,7 +1,7 @@
 """An elastic TrainJob (issue 30) run for real: ``nnodes: MIN:MAX`` compiled with ``-t trainjob``, then
 ``elastic-compile run`` plays Trainer and JobSet and every pod runs the real elastic-launch (gloo on 127.0.0.1).
 
-Four runs, each asserting the world sizes the job went through, as ``run`` reports them (one
+Runs, each asserting the world sizes the job went through, as ``run`` reports them (one
 line per change, from elastic-launch's line at every rendezvous round) and as the workers saw
 them (each step all-reduces a 1 from every rank, so the sum is the world size):
 
@@ -9,7 +9,10 @@ them (each step all-reduces a 1 from every rank, so the sum is the world size):
 * only MIN pods find one (``--nodes MIN``): the others stay Pending, and the rendezvous starts
   with MIN after its last call; the Job's successPolicy (node 0) completes the job without them;
 * a pod is lost mid-run (``--kill``): the survivors re-form at MAX - 1 and finish;
-* a worker fails: its agent restarts the worker group in place, the rendezvous re-forms at MAX.
+* a worker fails: its agent restarts the worker group in place, the rendezvous re-forms at MAX;
+
+and node 0, the store's host, lost and created again by its Job (``--replace``): the others
+restart in place and meet at its new store.
 """
 
 from __future__ import annotations
