@@ -235,3 +235,71 @@ def test_stock_reference_is_checked_without_a_runtime_document() -> None:
     assert trainjob_errors(job, dict(api.STOCK_JOBS)) == []
     _node_patch(job)["containers"][0]["name"] = "trainer"  # upstream's docs example, wrong for the stock runtime
     assert any("no container trainer in job node" in e for e in manifest_errors(job))
+
+
+# ------------------------------------------------------------------------- elastic TrainJobs (issue 30)
+
+ELASTIC = SPEC.replace("nnodes: 2", 'nnodes: "2:4"')
+
+
+def _docs(text: str) -> dict[str, dict[str, Any]]:
+    return {o.doc["kind"]: o.doc for o in compile_text("target: trainjob\n" + text).outputs}
+
+
+def test_an_elastic_range_gives_max_pods_min_to_the_launcher_and_our_runtime() -> None:
+    docs = _docs(ELASTIC)
+    job, runtime = docs["TrainJob"], docs["TrainingRuntime"]
+    trainer = job["spec"]["trainer"]
+    assert trainer["numNodes"] == 4 and runtime["spec"]["mlPolicy"]["numNodes"] == 4
+    args = trainer["args"]
+    assert args[args.index(contract.OPT_MIN_NODES) + 1] == "2" and contract.OPT_RDZV_AT_MASTER in args
+    assert job["spec"]["runtimeRef"] == {"apiGroup": api.GROUP, "kind": api.TRAINING_RUNTIME, "name": "train"}
+    jobset = runtime["spec"]["template"]["spec"]
+    assert jobset["failurePolicy"] == api.ELASTIC_FAILURE_POLICY
+    node_job = jobset["replicatedJobs"][0]["template"]["spec"]
+    assert node_job["successPolicy"] == api.ELASTIC_SUCCESS_POLICY
+    assert node_job["podReplacementPolicy"] == api.ELASTIC_POD_REPLACEMENT
+    assert node_job["template"]["spec"]["restartPolicy"] == "OnFailure"
+    assert "backoffLimit" not in node_job, "Kubernetes' default unless run_policy.backoff_limit"
+    assert manifest_errors(job, runtime) == [] and manifest_errors(runtime) == []
+    # A fixed count keeps the stock runtime and no --min-nodes.
+    fixed = _docs(SPEC)
+    assert "TrainingRuntime" not in fixed and contract.OPT_MIN_NODES not in fixed["TrainJob"]["spec"]["trainer"]["args"]
+
+
+def test_an_elastic_range_keeps_the_users_restart_policy_and_backoff_limit() -> None:
+    docs = _docs(ELASTIC + "restart_policy: Never\nrun_policy: {backoff_limit: 12}\n")
+    node_job = docs["TrainingRuntime"]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert node_job["backoffLimit"] == 12 and node_job["template"]["spec"]["restartPolicy"] == "Never"
+
+
+@pytest.mark.parametrize(
+    ("extra", "where", "says"),
+    [
+        ("trainjob: {own_runtime: never}\n", ": nnodes: an elastic range", "give a fixed count such as 4"),
+        ("trainjob: {runtime: mine}\n", ": trainjob.runtime: an elastic range", "instead of the runtime named here"),
+    ],
+)
+def test_an_elastic_range_without_our_runtime_is_a_located_error(extra: str, where: str, says: str) -> None:
+    from elastic_compile.core.errors import SpecError
+
+    with pytest.raises(SpecError) as raised:
+        compile_text("target: trainjob\n" + ELASTIC + extra)
+    text = str(raised.value)
+    assert where in text and says in text, text
+
+
+@pytest.mark.parametrize("launcher", ["elastic-launch", "torchrun"])
+def test_an_elastic_range_back_through_import(launcher: str) -> None:
+    """torchrun gets --nnodes MIN:$(PET_NNODES) (the command line beats PET_NNODES); import reads either back."""
+    from elastic_compile.compiler.adopt import import_stream
+
+    docs = _docs(ELASTIC + f"launcher: {launcher}\n")
+    args = docs["TrainJob"]["spec"]["trainer"]["args"]
+    if launcher == "torchrun":
+        assert args[args.index("--nnodes") + 1] == "2:$(PET_NNODES)"
+    (imported,) = import_stream(yaml.safe_dump_all([docs["TrainingRuntime"], docs["TrainJob"]]), "job.yaml")
+    assert str(imported.spec.nnodes) == "2:4"
+    assert imported.spec.trainjob.runtime == api.STOCK_RUNTIME, "our runtime's policies are the range's"
+    assert not imported.notes, [p.message for p in imported.notes]
+    assert _docs(imported.text.replace("target: trainjob\n", "")) == docs, "compiles to the same job"

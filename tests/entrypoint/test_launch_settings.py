@@ -462,6 +462,28 @@ def test_trainer_v2_problems(argv: list[str], env: dict[str, str], expected: str
     assert error([c.OPT_RDZV_AT_MASTER, *argv, *SCRIPT], {**TRAINER_ENV, **env}).startswith(expected)
 
 
+def test_elastic_trainjob_min_nodes_and_the_pod_count() -> None:
+    """An elastic TrainJob (issue 30): MIN from --min-nodes, MAX from Trainer's PET_NNODES (the pods)."""
+    s = resolve([c.OPT_RDZV_AT_MASTER, c.OPT_MIN_NODES, "2", *SCRIPT], TRAINER_ENV)
+    assert (s.min_nodes, s.max_nodes, s.nnodes) == (2, 3, "2:3")
+    assert s.sources["nnodes"] == "option --min-nodes and env PET_NNODES"
+    assert (s.rdzv_endpoint, s.rdzv_configs["is_host"]) == ("train-node-0-0.train:29500", False)
+    assert resolve([c.OPT_RDZV_AT_MASTER, c.OPT_MIN_NODES, "3", *SCRIPT], TRAINER_ENV).nnodes == "3"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([c.OPT_RDZV_AT_MASTER, c.OPT_MIN_NODES, "4"], "--min-nodes: must lie in 1..3, the pods of the TrainJob"),
+        ([c.OPT_RDZV_AT_MASTER, c.OPT_MIN_NODES, "0"], "--min-nodes: must lie in 1..3"),
+        ([c.OPT_RDZV_AT_MASTER, c.OPT_MIN_NODES, "two"], "--min-nodes: expected an integer >= 0 (given: two)"),
+        ([c.OPT_MIN_NODES, "2"], "--min-nodes is the lower bound of an elastic TrainJob and needs --rdzv-at-master"),
+    ],
+)
+def test_elastic_trainjob_min_nodes_problems(argv: list[str], expected: str) -> None:
+    assert error([*argv, *SCRIPT], TRAINER_ENV).startswith(expected)
+
+
 def test_trainer_v2_without_nnodes_is_not_a_trainjob_pod() -> None:
     env = {k: v for k, v in TRAINER_ENV.items() if k != c.PET_NNODES}
     expected = "--rdzv-at-master: no PET_NNODES and no --nnodes (Kubeflow Trainer v2 sets PET_NNODES)"

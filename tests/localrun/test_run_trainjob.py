@@ -185,3 +185,24 @@ def test_a_trainjob_over_the_size_limit_is_not_read_past_it(tmp_path: Path) -> N
         2,
         f"elastic-compile run: error: {manifest}: the file is larger than 1048576 bytes\n",
     )
+
+
+def test_elastic_trainjob_rules_and_nodes_range(tmp_path: Path, marker: str) -> None:
+    """An elastic TrainJob (issue 30): its runtime's successPolicy and MIN are read; --nodes must lie in MIN..MAX."""
+    from elastic_compile.localrun import trainer
+
+    runtime, job = yaml.safe_load_all((GOLDEN / "trainjob-elastic" / "trainjob.yaml").read_text())
+    rules = trainer.Rules.of(job, runtime)
+    assert (rules.success_rules, rules.min_nodes) == (((frozenset({0}), None),), 2)
+    assert rules.describe().startswith("elastic: trains with 2 node(s) or more; succeeds by its successPolicy")
+    assert trainer.elastic_min(job, runtime) == 2 and trainer.num_nodes(job, runtime) == 4
+    fixed_runtime, fixed = yaml.safe_load_all((GOLDEN / "trainjob-sidecar-runtime" / "trainjob.yaml").read_text())
+    assert trainer.Rules.of(fixed, fixed_runtime).success_rules == ()
+    assert trainer.elastic_min(fixed, fixed_runtime) is None
+
+    manifest = _compile(tmp_path, "el", f'command: [python, {TRAIN}]\nnnodes: "2:3"\nnproc_per_node: 1\n', marker)
+    result = run([str(manifest), "--nodes", "1", "--dry-run"], timeout=120)
+    assert result.code == 2, result.report
+    assert "--nodes 1: the elastic TrainJob runs 2:3 nodes; give 2..3" in result.err, result.report
+    view = _dry_run(manifest)
+    assert [p["env"]["PET_NNODES"] for p in view["pods"]] == ["3", "3", "3"], "MAX pods, PET_NNODES their count"
