@@ -81,8 +81,8 @@ def _specs(draw: st.DrawFn) -> dict[str, Any]:
     spec: dict[str, Any] = {"name": draw(_names), "image": f"reg.example/{draw(_names)}:1", "nnodes": f"{lo}:{hi}"}
     trainjob = draw(st.booleans())
     if trainjob:
-        # Trainer v2.3 runs a fixed number of nodes (no elastic range).
-        spec.update(target="trainjob", nnodes=hi)
+        # An elastic range too (issue 30): MAX pods, --min-nodes, our runtime's policies.
+        spec.update(target="trainjob")
     if draw(st.booleans()):
         spec["command"] = ["python", "train.py", *draw(st.lists(_values, max_size=3))]
         if draw(st.booleans()):  # torchrun runs a command only
