@@ -60,7 +60,8 @@ def test_dry_run_refuses_a_field_the_schema_does_not_declare(cluster: Cluster, n
 
     Server-side apply builds a typed patch from the CRD's schema before any validation, and a
     field the schema does not declare fails that step: kube-apiserver 1.37 answers 500
-    ("failed to create typed patch object"), not the 422 of a create with fieldValidation=Strict.
+    ("failed to create typed patch object"), where a create with fieldValidation=Strict answers
+    400 ("strict decoding error: unknown field").
     """
     job = compile_spec(EXAMPLES / "minimal.yaml", "pytorchjob")[0]
     job["spec"]["runPolicy"]["cleanPodPolicyy"] = "None"
