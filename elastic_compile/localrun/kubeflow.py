@@ -68,53 +68,83 @@ def _rdzv_port(policy: Mapping[str, Any], container: Mapping[str, Any]) -> int:
     return contract.OPERATOR_DEFAULT_PORT
 
 
-def operator_env(job: Mapping[str, Any], replica_type: str, index: int) -> dict[str, str]:
-    """The variables the operator appends to every container of a pod (envvar.go, elastic.go)."""
+def operator_entries(job: Mapping[str, Any], replica_type: str, index: int) -> list[tuple[str, str]]:
+    """The variables the operator appends to every container of a pod, in its order, a name
+    repeated where it repeats one (setPodEnv, envvar.go:43-127; master.go:33-62; elastic.go:68-120).
+
+    The order, held against the real operator's pods (tests/realcluster/test_pods_match_run.py):
+    PYTHONUNBUFFERED; with a Master: MASTER_PORT, PET_MASTER_PORT, MASTER_ADDR, PET_MASTER_ADDR,
+    WORLD_SIZE, RANK, PET_NODE_RANK; PET_NPROC_PER_NODE (spec.nprocPerNode, which the webhook
+    defaults to auto unless elasticPolicy.nProcPerNode is set); then with an elasticPolicy:
+    PET_RDZV_ENDPOINT, PET_RDZV_BACKEND, PET_NNODES, PET_MAX_RESTARTS, PET_NPROC_PER_NODE
+    (elasticPolicy.nProcPerNode: a second entry, which wins), PET_RDZV_ID, PET_RDZV_CONF,
+    PET_STANDALONE; without one, PET_NNODES (every replica).
+    """
     spec = job["spec"]
     name = job["metadata"]["name"]
     replicas = spec["pytorchReplicaSpecs"]
     worker = replicas.get("Worker", {})
     worker_replicas = int(worker.get("replicas", 1))
+    total = sum(int(r.get("replicas", 1)) for r in replicas.values())
     policy = spec.get("elasticPolicy")
-    env: dict[str, str] = {"PYTHONUNBUFFERED": "1"}
-    nproc = spec.get("nprocPerNode") or (policy or {}).get("nProcPerNode") or "auto"
-    env[contract.PET_NPROC_PER_NODE] = str(nproc)
+    # The webhook's defaulting (pytorch_defaults.go setDefaultNprocPerNode).
+    nproc = spec.get("nprocPerNode")
+    if nproc is None and (policy is None or policy.get("nProcPerNode") is None):
+        nproc = "auto"
+    env: list[tuple[str, str]] = [("PYTHONUNBUFFERED", "1")]
     if "Master" in replicas:
-        master_port = _rdzv_port({}, _container(replicas["Master"]["template"]))
-        nproc_int = int(nproc) if str(nproc).isdigit() else 1
-        env.update({
-            "MASTER_ADDR": f"{name}-master-0", "PET_MASTER_ADDR": f"{name}-master-0",
-            "MASTER_PORT": str(master_port), "PET_MASTER_PORT": str(master_port),
-            "WORLD_SIZE": str((1 + worker_replicas) * nproc_int),
-            "RANK": str(0 if replica_type == "Master" else index + 1),
-            "PET_NODE_RANK": str(0 if replica_type == "Master" else index + 1),
-        })  # fmt: skip
+        master_port = str(_rdzv_port({}, _container(replicas["Master"]["template"])))
+        master = f"{name}-master-0"
+        rank = str(0 if replica_type == "Master" else index + 1)
+        nproc_int = int(nproc) if nproc is not None and str(nproc).isdigit() else 1
+        env += [
+            ("MASTER_PORT", master_port), ("PET_MASTER_PORT", master_port),
+            ("MASTER_ADDR", master), ("PET_MASTER_ADDR", master),
+            ("WORLD_SIZE", str(total * nproc_int)), ("RANK", rank), ("PET_NODE_RANK", rank),
+        ]  # fmt: skip
+    if nproc is not None:
+        env.append((contract.PET_NPROC_PER_NODE, str(nproc)))
     if policy is None:
-        env[contract.PET_NNODES] = str(worker_replicas + (1 if "Master" in replicas else 0))
+        env.append((contract.PET_NNODES, str(total)))
         return env
     lo, hi = policy.get("minReplicas"), policy.get("maxReplicas")
     lo, hi = (lo if lo is not None else hi), (hi if hi is not None else lo)
     if lo is None:  # neither: both default to the Worker replicas (the Master is not counted, #2277)
         lo = hi = worker_replicas
-    env[contract.PET_NNODES] = f"{lo}:{hi}"
     host = policy.get("rdzvHost") or f"{name}-worker-0"
-    env[contract.PET_RDZV_ENDPOINT] = f"{host}:{_rdzv_port(policy, _container(worker['template']))}"
-    env[contract.PET_RDZV_BACKEND] = policy.get("rdzvBackend") or "c10d"
+    env.append((contract.PET_RDZV_ENDPOINT, f"{host}:{_rdzv_port(policy, _container(worker['template']))}"))
+    env.append((contract.PET_RDZV_BACKEND, policy.get("rdzvBackend") or "c10d"))
+    env.append((contract.PET_NNODES, f"{lo}:{hi}"))
     if policy.get("maxRestarts") is not None:
-        env[contract.PET_MAX_RESTARTS] = str(policy["maxRestarts"])
+        env.append((contract.PET_MAX_RESTARTS, str(policy["maxRestarts"])))
+    if policy.get("nProcPerNode") is not None:
+        env.append((contract.PET_NPROC_PER_NODE, str(policy["nProcPerNode"])))
     if policy.get("rdzvId") is not None:
-        env[contract.PET_RDZV_ID] = str(policy["rdzvId"])
+        env.append((contract.PET_RDZV_ID, str(policy["rdzvId"])))
     if policy.get("rdzvConf") is not None:
-        env[contract.PET_RDZV_CONF] = ",".join(f"{kv['key']}={kv['value']}" for kv in policy["rdzvConf"])
+        env.append((contract.PET_RDZV_CONF, ",".join(f"{kv['key']}={kv['value']}" for kv in policy["rdzvConf"])))
     if policy.get("standalone"):
         # The operator's broken rendering (elastic.go): torchrun's int("") then fails on it.
-        env["PET_STANDALONE"] = ""
+        env.append(("PET_STANDALONE", ""))
     return env
+
+
+def operator_env(job: Mapping[str, Any], replica_type: str, index: int) -> dict[str, str]:
+    """The variables the operator appends to every container of a pod, as the pod sees them (the
+    later of a repeated name wins; :func:`operator_entries` has them in order)."""
+    return dict(operator_entries(job, replica_type, index))
 
 
 # The operator's own addresses of other pods: DNS names of headless services, which only
 # exist in the cluster. Locally every pod is this machine.
 _LOCAL_ADDRESS_ENV = ("MASTER_ADDR", "PET_MASTER_ADDR")
+
+
+def _local_address(name: str, value: str) -> str:
+    """``value`` with the cluster address it holds mapped to this machine."""
+    if name == contract.PET_RDZV_ENDPOINT:
+        return f"{LOCAL_IP}:{value.rpartition(':')[2]}"
+    return LOCAL_IP if name in _LOCAL_ADDRESS_ENV else value
 
 
 def pods(
@@ -160,15 +190,12 @@ def pods(
                 "annotations": dict(template.get("metadata", {}).get("annotations") or {}),
                 "serviceAccountName": template.get("spec", {}).get("serviceAccountName", "default"),
             }  # fmt: skip
-            operator = operator_env(job, replica_type, index)
-            if local and contract.PET_RDZV_ENDPOINT in operator:
-                _host, _, port = operator[contract.PET_RDZV_ENDPOINT].rpartition(":")
-                operator[contract.PET_RDZV_ENDPOINT] = f"{LOCAL_IP}:{port}"
+            operator = operator_entries(job, replica_type, index)
             if local:
-                operator.update({k: LOCAL_IP for k in _LOCAL_ADDRESS_ENV if k in operator})
+                operator = [(k, _local_address(k, v)) for k, v in operator]
             # The operator appends its entries after the container's own, so the pod's env
             # list is both, in that order; a repeated name takes the later entry.
-            entries = [*(container.get("env") or []), *({"name": k, "value": v} for k, v in operator.items())]
+            entries = [*(container.get("env") or []), *({"name": k, "value": v} for k, v in operator)]
             env, unresolved, looked_up = resolve_env(entries, facts, lookup)
             words = [*(container.get("command") or []), *(container.get("args") or [])]
             argv = tuple(expand(str(a), env) for a in words)

@@ -134,6 +134,21 @@ def pet_env(job: Mapping[str, Any], node: Mapping[str, Any], nodes: int, master_
     ]
 
 
+#: The variable the Job controller gives every container of an Indexed Job's pod.
+COMPLETION_INDEX_ENV: Final = "JOB_COMPLETION_INDEX"
+
+
+def completion_index_env(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What the Job controller appends to a container's env: ``JOB_COMPLETION_INDEX`` from the
+    pod's completion-index label, unless the container names it already (kubernetes v1.37.2
+    pkg/controller/job/indexed_job_utils.go:462-477; seen on the real pods,
+    tests/realcluster/test_pods_match_run.py)."""
+    if any(e.get("name") == COMPLETION_INDEX_ENV for e in entries):
+        return []
+    path = f"metadata.labels['{api.COMPLETION_INDEX_ANNOTATION}']"
+    return [{"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": path}}}]
+
+
 def pods(
     job: Mapping[str, Any],
     runtime: Mapping[str, Any] | None = None,
@@ -179,6 +194,7 @@ def pods(
                     var["value"] = LOCAL_IP
         # The plugin upserts: a runtime or trainer entry of the same name is replaced in place.
         entries = [e for e in node.get("env") or [] if e.get("name") not in api.RESERVED_ENV] + plugin
+        entries += completion_index_env(entries)
         env, unresolved, looked_up = resolve_env(entries, facts, lookup)
         words = [*(node.get("command") or []), *(node.get("args") or [])]
         argv = tuple(expand(str(a), env) for a in words)

@@ -306,6 +306,27 @@ def wait_for_pods(
     return sorted(pods, key=lambda p: p["metadata"]["name"])
 
 
+def wait_for_services(
+    cluster: Cluster, namespace: str, names: Iterable[str], *, polls: int = 480, every: float = 0.25
+) -> list[dict[str, Any]]:
+    """Poll until every Service of ``names`` exists in ``namespace`` (at most ``polls`` lists);
+    return all the namespace's Services as plain dicts."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(cluster.api)
+    wanted = set(names)
+    found: list[Any] = []
+    for _ in range(polls):
+        found = core.list_namespaced_service(namespace).items
+        if wanted <= {s.metadata.name for s in found}:
+            break
+        time.sleep(every)
+    else:
+        have = sorted(s.metadata.name for s in found)
+        raise AssertionError(f"Services {sorted(wanted)} not all in {namespace} after {polls} polls (there: {have})")
+    return [cluster.api.sanitize_for_serialization(s) for s in found]
+
+
 def container(pod: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The container ``name`` of a pod (as from :func:`wait_for_pods`)."""
     found: dict[str, Any] = next(c for c in pod["spec"]["containers"] if c["name"] == name)

@@ -27,7 +27,6 @@ reported at once.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,42 +34,17 @@ from typing import Any
 import pytest
 import yaml
 from kube_helpers import REPO, ApplyError, Cluster, apply, documents, kustomize, run_cli
+from specs import EXAMPLES, GOLDEN, SPECS, TRAINJOB_REFUSED, platform_runtimes, rel, trainjob_refusal
 
 from elastic_compile.compiler.output import directory_files, stream_text
 from elastic_compile.compiler.pipeline import compile_path, resolver
 from elastic_compile.compiler.writer import default_boundary
 from elastic_compile.core.errors import SpecError
 
-GOLDEN = REPO / "tests" / "golden"
-EXAMPLES = REPO / "examples"
 TARGETS = ("pytorchjob", "trainjob", "podtemplate")
-
-#: Examples the compiler refuses under -t trainjob, each with a field its message must name
-#: (tests/errors pins the messages).
-TRAINJOB_REFUSED = {
-    "examples/ddp-2x8-gpu.yaml": "run_policy.ttl_seconds_after_finished",
-    "examples/flyte2/elastic.yaml": "nnodes",
-    "examples/many-jobs/teams/nlp/llm-finetune.elastic.yaml": "run_policy.ttl_seconds_after_finished",
-    "examples/many-jobs/teams/nlp/nightly-eval.elastic.yaml": "run_policy.ttl_seconds_after_finished",
-    "examples/many-jobs/teams/vision/nightly-eval.elastic.yaml": "run_policy.ttl_seconds_after_finished",
-    "examples/many-jobs/teams/vision/resnet50.elastic.yaml": "nnodes",
-}
 
 #: What the hardened variant of a spec adds (both keys are absent from every spec here).
 HARDENED = {"network_policy": True, "launcher": "bundled"}
-
-#: The stock ClusterTrainingRuntime a platform's own TrainingRuntime is copied from.
-STOCK_RUNTIME = "torch-distributed"
-
-
-def _example_specs() -> list[Path]:
-    """The specs under examples/, as ``elastic-compile examples`` finds them, plus the top-level files."""
-    found = set(EXAMPLES.glob("*.yaml")) | set(EXAMPLES.rglob("elastic.yaml"))
-    found |= {p for p in EXAMPLES.rglob("*.elastic.yaml") if not p.name.startswith("_")}
-    return sorted(found)
-
-
-SPECS = sorted(GOLDEN.glob("*/elastic.yaml")) + _example_specs()
 
 
 @dataclass(frozen=True)
@@ -82,18 +56,14 @@ class Case:
 
     @property
     def rel(self) -> str:
-        return str(self.spec.relative_to(REPO))
+        return rel(self.spec)
 
     @property
     def label(self) -> str:
         return self.rel + (" (hardened: network_policy, launcher: bundled)" if self.hardened else "")
 
     def trainjob_refusal(self) -> str | None:
-        """The field the compiler's refusal under -t trainjob names ("": a golden case's, pinned by
-        tests/errors), or None when it compiles."""
-        if self.spec.parent.parent == GOLDEN:
-            return None if (self.spec.parent / "trainjob.yaml").is_file() else ""
-        return TRAINJOB_REFUSED.get(self.rel)
+        return trainjob_refusal(self.spec)
 
 
 def _extends(spec: Path) -> bool:
@@ -134,24 +104,6 @@ def _spec_in(tree: Path, case: Case) -> Path:
     return variant
 
 
-def _platform_runtimes(cluster: Cluster, docs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The namespaced TrainingRuntimes the TrainJobs reference but do not bring: the platform's
-    (the stock torch-distributed runtime under the name the spec gives)."""
-    ours = {d["metadata"]["name"] for d in docs if d["kind"] == "TrainingRuntime"}
-    for d in docs:
-        ref = d["spec"].get("runtimeRef", {}) if d["kind"] == "TrainJob" else {}
-        if ref.get("kind") == "TrainingRuntime" and ref["name"] not in ours:
-            stock = cluster.dynamic.resources.get(
-                api_version="trainer.kubeflow.org/v1alpha1", kind="ClusterTrainingRuntime"
-            ).get(name=STOCK_RUNTIME)
-            yield {
-                "apiVersion": "trainer.kubeflow.org/v1alpha1",
-                "kind": "TrainingRuntime",
-                "metadata": {"name": ref["name"], "labels": dict(stock.metadata.labels or {})},
-                "spec": stock.to_dict()["spec"],
-            }
-
-
 @dataclass
 class Tally:
     """What the server accepted, and every refusal or warning, located."""
@@ -161,7 +113,7 @@ class Tally:
 
 
 def _send(cluster: Cluster, namespace: str, docs: list[dict[str, Any]], where: str, tally: Tally) -> None:
-    for runtime in _platform_runtimes(cluster, docs):
+    for runtime in platform_runtimes(cluster, docs):
         apply(cluster, runtime, namespace=namespace)
     for doc in docs:
         what = f"{where}: {doc['kind']}/{doc['metadata']['name']}"
@@ -177,9 +129,9 @@ def _send(cluster: Cluster, namespace: str, docs: list[dict[str, Any]], where: s
 
 
 def _write_base(directory: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (directory / rel).parent.mkdir(parents=True, exist_ok=True)
-        (directory / rel).write_text(text)
+    for path, text in files.items():
+        (directory / path).parent.mkdir(parents=True, exist_ok=True)
+        (directory / path).write_text(text)
     return directory
 
 
