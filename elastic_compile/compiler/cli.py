@@ -51,7 +51,9 @@ def _parser() -> argparse.ArgumentParser:
         "'elastic-compile import MANIFEST' writes an elastic.yaml for a PyTorchJob written by hand "
         "('import --torchrun -- torchrun ...' for a command line); "
         "'elastic-compile doctor MANIFEST...' finds the known traps in manifests written by hand; "
-        "'elastic-compile run SPEC_OR_MANIFEST' runs the job on this machine, one process per pod;.",
+        "'elastic-compile run SPEC_OR_MANIFEST' runs the job on this machine, one process per pod; "
+        "'elastic-compile apply SPEC...' sends the compiled objects to your cluster (a server-side dry run of "
+        "every object, then server-side apply).",
     )
     # nargs="*": with -o, `--check spec.yaml` may have taken the only spec (see _compile).
     p.add_argument(
@@ -215,6 +217,8 @@ def _command(args_list: list[str]) -> int:
         return _doctor(args_list[1:])
     if args_list[:1] == ["completion"]:
         return _completion(args_list[1:])
+    if args_list[:1] == ["apply"]:
+        return _apply(args_list[1:])
     if args_list[:1] == ["run"]:
         from elastic_compile.localrun.cli import main as run_main
 
@@ -224,7 +228,7 @@ def _command(args_list: list[str]) -> int:
 
 
 #: The commands besides compiling (the first word of the command line).
-COMMANDS = ("schema", "import", "doctor", "run", "completion")
+COMMANDS = ("schema", "import", "doctor", "run", "completion", "apply")
 
 
 def _refuse_unknown_command(args_list: Sequence[str]) -> None:
@@ -451,6 +455,88 @@ def _doctor(argv: Sequence[str]) -> int:
     if unreadable:
         raise SpecError(unreadable)
     return EXIT_DRIFT if found else EXIT_OK
+
+
+def _apply_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="elastic-compile apply",
+        description="Compile the specs and send the objects to the cluster of your kubeconfig, as kubectl apply "
+        "--server-side does: a server-side dry run of every object first (schemas, CEL, the operators' webhooks), "
+        "then, when all pass, a server-side apply under the field manager elastic-compile. One line per object on "
+        "stdout; each refusal or warning of the server located at the spec on stderr. Exit 1 when the server "
+        "refuses or cannot be reached. Needs the kubernetes package: pip install 'elastic-compile[cluster]'.",
+    )
+    p.add_argument("specs", nargs="+", metavar="SPEC", help="elastic.yaml files, or directories (as when compiling)")
+    p.add_argument(
+        "-t",
+        "--target",
+        choices=("pytorchjob", "trainjob", "podtemplate"),
+        help="what to apply (default: the spec's target, else pytorchjob)",
+    )
+    p.add_argument(
+        "--dry-run",
+        choices=("none", "server"),
+        default="none",
+        help="server: only the server-side dry run, nothing is stored (kubectl's --dry-run=server)",
+    )
+    p.add_argument("-n", "--namespace", help="the namespace of a spec without one (default: the context's)")
+    p.add_argument("--kubeconfig", help="the kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
+    p.add_argument("--context", help="the kubeconfig context (default: its current one)")
+    p.add_argument("--field-manager", default="elastic-compile", help="the field manager (default: elastic-compile)")
+    p.add_argument(
+        "--force-conflicts", action="store_true", help="take over fields another field manager owns (as kubectl)"
+    )
+    p.add_argument("--root", type=Path, help="where specs and their bases may be read (as when compiling)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def _apply(argv: Sequence[str]) -> int:
+    from elastic_compile.compiler import inputs, lint, output
+    from elastic_compile.compiler.pipeline import Compiled, compile_path, resolver, unique_problems
+    from elastic_compile.core.errors import Problem, SpecError
+
+    ns = _apply_parser().parse_args(list(argv))
+    try:
+        import kubernetes  # noqa: F401 -- only to say what is missing before compiling
+    except ImportError as e:
+        raise SpecError(
+            [
+                Problem(
+                    "elastic-compile",
+                    0,
+                    0,
+                    "usage",
+                    "apply needs the kubernetes package: pip install 'elastic-compile[cluster]'",
+                )
+            ]
+        ) from e
+    boundary = output.default_boundary(ns.root)
+    found = inputs.collect(ns.specs, boundary.root)
+    bases = resolver(boundary)
+    compiled: list[Compiled] = []
+    problems: list[Problem] = list(found.problems)
+    for path in found.jobs:
+        try:
+            compiled.append(compile_path(path, None if ns.target is None else (ns.target,), None, bases))
+        except SpecError as e:
+            problems.extend(e.problems)
+    if problems:
+        raise SpecError(unique_problems(problems))
+    if not compiled:
+        raise SpecError([Problem("elastic-compile", 0, 0, "usage", "no job to apply: only bases were found")])
+    lint.report(compiled, (), strict=False)
+    from elastic_compile.compiler import apply
+
+    return apply.run(
+        compiled,
+        kubeconfig=ns.kubeconfig,
+        context=ns.context,
+        namespace=ns.namespace,
+        dry_run=ns.dry_run == "server",
+        field_manager=ns.field_manager,
+        force_conflicts=ns.force_conflicts,
+    )
 
 
 def _compile(ns: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ def completion_parser() -> argparse.ArgumentParser:
         "source": shtab.FILE,
         "workdir": shtab.DIRECTORY,
         "python": shtab.FILE,
+        "kubeconfig": shtab.FILE,
     }
     root = cli._parser()
     commands = {
@@ -46,6 +47,7 @@ def completion_parser() -> argparse.ArgumentParser:
         "doctor": cli._doctor_parser(),
         "run": run_parser(),
         "completion": cli._completion_parser(),
+        "apply": cli._apply_parser(),
     }
     for parser in (root, *commands.values()):
         for action in parser._actions:
