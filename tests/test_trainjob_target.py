@@ -162,7 +162,6 @@ JOB_BREAKS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         lambda j: j["spec"]["runtimePatches"].append(copy.deepcopy(j["spec"]["runtimePatches"][0])),
         "patches twice",
     ),
-    "time": (lambda j: j["spec"]["runtimePatches"][0].update(time="2026-01-01T00:00:00Z"), "mutating webhook"),
     "unknown job": (
         lambda j: j["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0].update(
             name="trainer"
