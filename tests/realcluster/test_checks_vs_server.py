@@ -33,7 +33,7 @@ STRICTER = {
     "zero nodes": "accepted; the JobSet runs no pod and completes successfully at once",
     "no framework label": "accepted; the Kubeflow SDK lists runtimes by this label",
     "regular sidecar": "accepted; a regular sidecar keeps the pod Running after training, the job never completes",
-    "subdomain": "accepted; the torch plugin's PET_MASTER_ADDR still ends in .<TrainJob name>, which no longer resolves",
+    "subdomain": "accepted; PET_MASTER_ADDR still ends in .<TrainJob name>, which no longer resolves",
     "ttl": "accepted; a JobSet TTL makes Trainer v2.3 recreate a failed job without end (kubeflow/trainer#3779)",
 }
 

@@ -163,7 +163,12 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Seque
             draft.set_unless_default(("run_policy", ours), spec[key], ("spec", key))
     if "initializer" in spec:
         draft.set(("trainjob", "initializer"), copy.deepcopy(spec["initializer"]), ("spec", "initializer"))
-    if "managedBy" in spec:
+    if spec.get("managedBy") == api.DEFAULT_MANAGED_BY:
+        # The CRD's default: every TrainJob read back from the API server has it.
+        draft.note(
+            ("spec", "managedBy"), f"spec.managedBy dropped (the API server's default, {api.DEFAULT_MANAGED_BY})"
+        )
+    elif "managedBy" in spec:
         draft.warn(("spec", "managedBy"), "cannot carry spec.managedBy (no spec field); dropped", "trainjob")
     if carried and _needs_nothing(draft):
         # Our runtime was asked for, not needed: keep asking, or the compiled job would use the stock one.
@@ -281,6 +286,11 @@ def _runtime_mounts_shm(runtime: Mapping[str, Any]) -> bool:
 _RUNTIME_SPEC = ("mlPolicy", "template")
 _JOB_KEYS = ("name", "replicas", "template")
 _JOB_SPEC = ("template", "backoffLimit")
+#: What JobSet v0.12's CRD defaults in a replicated job: a runtime read back from the API server
+#: has it, and it is the value the compiled runtime gets too (seen on the real server:
+#: tests/realcluster/test_import_from_server.py).
+_JOB_DEFAULTS: dict[str, Any] = {"groupName": "default"}
+_NO_DEFAULT = object()
 
 
 def _elastic_words(trainer: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> bool:
@@ -341,7 +351,11 @@ def _carry(
         if rjob.get("name") != api.NODE:
             kept.append(((*base, i), f"its replicated job {rjob.get('name')}"))
             continue
-        kept += [((*base, i, key), f"the node job's {key}") for key in rjob if key not in _JOB_KEYS]
+        kept += [
+            ((*base, i, key), f"the node job's {key}")
+            for key in rjob
+            if key not in _JOB_KEYS and _JOB_DEFAULTS.get(key, _NO_DEFAULT) != rjob[key]
+        ]
         if as_int(rjob.get("replicas")) not in (None, 1):
             kept.append(((*base, i, "replicas"), "the node job's replicas"))
         job_spec = as_mapping(as_mapping(rjob.get("template")).get("spec"))

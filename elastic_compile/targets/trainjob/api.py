@@ -51,6 +51,8 @@ RESERVED_ENV: Final = contract.TRAINER_RESERVED_ENV
 MASTER_PORT: Final = 29500  # T: constants.go:72, also added as containerPort on node
 # PET_NODE_RANK comes from the Job's completion index through the downward API (T: torch.go).
 COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
+#: spec.managedBy as the TrainJob CRD defaults it (Trainer's own controller reconciles the job).
+DEFAULT_MANAGED_BY: Final = f"{GROUP}/trainjob-controller"
 
 # JobSet labels every pod with its JobSet's name, which is the TrainJob's (J: api constants).
 LABEL_JOBSET_NAME: Final = contract.LABEL_JOBSET_NAME
