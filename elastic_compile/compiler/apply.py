@@ -215,12 +215,15 @@ class Client:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/apply-patch+yaml"
+        # UTF-8 bytes: given a dict, the client writes JSON with \\u escapes, and a character past
+        # U+FFFF becomes a surrogate pair, which the server's YAML reader refuses (an emoji in a label).
+        payload_bytes = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
         method_, url, headers, payload, _ = self.api.param_serialize(
             method=method,
             resource_path=path,
             query_params=query,
             header_params=headers,
-            body=body,
+            body=payload_bytes,
             auth_settings=["BearerToken"],
         )
         try:

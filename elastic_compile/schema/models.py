@@ -635,6 +635,23 @@ class SecretKeyRef(_Model):
     key: Annotated[str, _text("key")]
     optional: bool | None = None
 
+    @field_validator("name")
+    @classmethod
+    def _object_name(cls, value: str) -> str:
+        # The API server refuses the pod otherwise (seen by tests/realcluster/test_server_fuzz.py).
+        why = podvalues.name_problem(value)
+        if why is not None:
+            raise ValueError(f"not a Secret name: {why}")
+        return value
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        why = podvalues.config_key_problem(value)
+        if why is not None:
+            raise ValueError(why)
+        return value
+
 
 class ConfigMapKeyRef(_Model):
     """A key of a ConfigMap."""
@@ -642,6 +659,23 @@ class ConfigMapKeyRef(_Model):
     name: Annotated[str, _text("name")]
     key: Annotated[str, _text("key")]
     optional: bool | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _object_name(cls, value: str) -> str:
+        # The API server refuses the pod otherwise (seen by tests/realcluster/test_server_fuzz.py).
+        why = podvalues.name_problem(value)
+        if why is not None:
+            raise ValueError(f"not a ConfigMap name: {why}")
+        return value
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        why = podvalues.config_key_problem(value)
+        if why is not None:
+            raise ValueError(why)
+        return value
 
 
 def _downward_allowed(ref: BaseModel, kind: str) -> None:

@@ -488,6 +488,7 @@ def _pod(pod: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
             except ValueError:
                 problems.append(((*loc, "dnsConfig", "nameservers", index), "must be an IP address"))
     _in_range(pod, "activeDeadlineSeconds", (1, _INT32_MAX), (loc, problems))
+    _pod_names(pod, loc, problems)
     seen: dict[str, Loc] = {}
     for field in ("containers", "initContainers"):
         for i, c in enumerate(_items(pod, field)):
@@ -507,7 +508,87 @@ def _pod(pod: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
                                          "must equal containerPort when hostNetwork is true"))  # fmt: skip
 
 
+#: The longest object name the API server takes (apimachinery DNS1123SubdomainMaxLength), and label value.
+_SUBDOMAIN_MAX: Final = 253
+_LABEL_VALUE_MAX: Final = 63
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` is no object name of the kinds a pod names (service account, Secret, ConfigMap)."""
+    if not isinstance(name, str):
+        return None
+    if len(name) > _SUBDOMAIN_MAX or not _DNS1123_SUBDOMAIN.match(name):
+        return (
+            "must be a lowercase RFC 1123 subdomain: lower case letters, digits, '-' and '.', starting and "
+            f"ending with a letter or digit, at most {_SUBDOMAIN_MAX} characters"
+        )
+    return None
+
+
+def label_value_problem(value: object) -> str | None:
+    """Why ``value`` is no label value (apimachinery IsValidLabelValue): empty, or at most 63 characters."""
+    if not isinstance(value, str) or value == "":
+        return None
+    if len(value) > _LABEL_VALUE_MAX or not _QUALIFIED.match(value):
+        return (
+            f"not a label value: at most {_LABEL_VALUE_MAX} letters, digits, '-', '_' and '.', starting and "
+            "ending with a letter or digit"
+        )
+    return None
+
+
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+\Z")
+
+
+def config_key_problem(key: object) -> str | None:
+    """Why ``key`` is no key of a Secret or ConfigMap (apimachinery IsConfigMapKey)."""
+    if not isinstance(key, str):
+        return None
+    if len(key) > _SUBDOMAIN_MAX or key in (".", "..") or key.startswith("..") or not _CONFIG_KEY.match(key):
+        return "not a Secret or ConfigMap key: letters, digits, '-', '_' and '.', not starting with '..'"
+    return None
+
+
+def qualified_name_problem(name: object) -> str | None:
+    """Why ``name`` is no qualified name ([DNS subdomain/]name of at most 63), as label keys are."""
+    if not isinstance(name, str):
+        return None
+    prefix, slash, short = name.rpartition("/")
+    if (slash and (not prefix or not _DNS1123_SUBDOMAIN.match(prefix) or len(prefix) > _SUBDOMAIN_MAX)) or not (
+        len(short) <= _LABEL_VALUE_MAX and _QUALIFIED.match(short)
+    ):
+        return "not a qualified name: [a DNS subdomain/]at most 63 letters, digits, '-', '_' and '.'"
+    return None
+
+
+def _key_selector(value: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
+    """A secretKeyRef or configMapKeyRef: an object name and a key (the API server refuses the pod)."""
+    for field, check in (("name", name_problem), ("key", config_key_problem)):
+        why = check(value.get(field))
+        if why is not None:
+            problems.append(((*loc, field), why))
+
+
+def _pod_names(pod: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
+    # ValidateServiceAccountName (pkg/apis/core/validation): seen refused by kube-apiserver 1.37
+    # in a PodTemplate (tests/realcluster/test_server_fuzz.py).
+    for field in ("serviceAccountName", "serviceAccount"):
+        why = name_problem(pod.get(field))
+        if why is not None:
+            problems.append(((*loc, field), why))
+
+
+def _label_selector(selector: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
+    labels = selector.get("matchLabels")
+    for key, value in labels.items() if isinstance(labels, dict) else ():
+        why = label_value_problem(value)
+        if why is not None:
+            problems.append(((*loc, "matchLabels", key), why))
+
+
 def _toleration(t: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
+    if t.get("key") and (why := qualified_name_problem(t.get("key"))) is not None:
+        problems.append(((*loc, "key"), why))  # a label key (seen refused by kube-apiserver 1.37)
     operator = t.get("operator", "")
     if not t.get("key") and operator != "Exists" and operator in ("", "Equal"):
         problems.append(((*loc, "operator"), "must be Exists when key is empty (that tolerates every taint)"))
@@ -533,10 +614,20 @@ def _label_requirement(r: Mapping[str, Any], loc: Loc, problems: Problems) -> No
     """In/NotIn need values, Exists/DoesNotExist take none (label and node selectors alike)."""
     operator, values = r.get("operator"), r.get("values")
     count = len(values) if isinstance(values, list) else 0
+    _requirement_values(r, loc, problems)
     if operator in ("In", "NotIn") and count == 0:
         problems.append((loc, f"operator {operator} needs values"))
     elif operator in ("Exists", "DoesNotExist") and count:
         problems.append(((*loc, "values"), f"must be empty with operator {operator}"))
+
+
+def _requirement_values(r: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
+    values = r.get("values")
+    if r.get("operator") in ("In", "NotIn") and isinstance(values, list):
+        for i, value in enumerate(values):
+            why = label_value_problem(value)
+            if why is not None:
+                problems.append(((*loc, "values", i), why))
 
 
 def _node_requirement(r: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
@@ -581,6 +672,9 @@ _RULES: Final[dict[str, Rule]] = {
     "KeyToPath": _key_to_path,
     "Volume": _volume,
     "PodSpec": _pod,
+    "SecretKeySelector": _key_selector,
+    "ConfigMapKeySelector": _key_selector,
+    "LabelSelector": _label_selector,
     "Toleration": _toleration,
     "TopologySpreadConstraint": _spread,
     "NodeSelectorRequirement": _node_requirement,

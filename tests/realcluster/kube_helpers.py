@@ -242,7 +242,9 @@ def apply(cluster: Cluster, doc: Mapping[str, Any], *, namespace: str | None = N
         resource_path=resource.path(name=body["metadata"]["name"], namespace=ns),
         query_params=query,
         header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
-        body=body,
+        # UTF-8 bytes: given a dict, the client writes JSON with \\u escapes, and a character past
+        # U+FFFF becomes a surrogate pair, which the server's YAML reader refuses.
+        body=json.dumps(body, ensure_ascii=False).encode("utf-8"),
         auth_settings=["BearerToken"],
     )
     resp = cluster.api.call_api(method, url, header_params=headers, body=payload)

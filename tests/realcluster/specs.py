@@ -57,18 +57,22 @@ def trainjob_refusal(spec: Path) -> str | None:
 
 
 def platform_runtimes(cluster: Cluster, docs: Sequence[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The namespaced TrainingRuntimes the TrainJobs of ``docs`` reference but do not bring: the
-    platform's, here the stock torch-distributed runtime under the name the TrainJob gives."""
+    """The runtimes the TrainJobs of ``docs`` reference but do not bring: the platform's, here the
+    stock torch-distributed runtime under the name (and kind: a namespaced TrainingRuntime or a
+    ClusterTrainingRuntime) the TrainJob gives."""
     ours = {d["metadata"]["name"] for d in docs if d["kind"] == "TrainingRuntime"}
     for d in docs:
         ref = d["spec"].get("runtimeRef", {}) if d["kind"] == "TrainJob" else {}
-        if ref.get("kind") == "TrainingRuntime" and ref["name"] not in ours:
+        kind = ref.get("kind", "ClusterTrainingRuntime")
+        if ref.get("name") == STOCK_RUNTIME and kind == "ClusterTrainingRuntime":
+            continue
+        if ref and not (kind == "TrainingRuntime" and ref["name"] in ours):
             stock = cluster.dynamic.resources.get(
                 api_version="trainer.kubeflow.org/v1alpha1", kind="ClusterTrainingRuntime"
             ).get(name=STOCK_RUNTIME)
             yield {
                 "apiVersion": "trainer.kubeflow.org/v1alpha1",
-                "kind": "TrainingRuntime",
+                "kind": kind,
                 "metadata": {"name": ref["name"], "labels": dict(stock.metadata.labels or {})},
                 "spec": stock.to_dict()["spec"],
             }
