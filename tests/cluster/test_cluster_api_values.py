@@ -400,6 +400,39 @@ CASES: dict[str, tuple[str, str, str, str]] = {
         "containers[0].env[0].name",
         "not a valid environment variable name",
     ),
+    # Found by the differential fuzz against kube-apiserver 1.37 (tests/realcluster/test_server_fuzz.py).
+    "service-account-name": (
+        'serviceAccountName: "1_000"\n',
+        "serviceAccountName: trainer\n",
+        "serviceAccountName",
+        "RFC 1123 subdomain",
+    ),
+    "secret-key-ref-name": (
+        ENV + '          secretKeyRef: {name: "1:4", key: k}\n',
+        ENV + "          secretKeyRef: {name: creds, key: k}\n",
+        "containers[0].env[0].valueFrom.secretKeyRef.name",
+        "RFC 1123 subdomain",
+    ),
+    "config-map-key-ref-key": (
+        ENV + '          configMapKeyRef: {name: conf, key: "a|b"}\n',
+        ENV + "          configMapKeyRef: {name: conf, key: a.b}\n",
+        "containers[0].env[0].valueFrom.configMapKeyRef.key",
+        "not a Secret or ConfigMap key",
+    ),
+    "match-labels-value": (
+        "affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: k, "
+        'labelSelector: {matchLabels: {app: "ghcr.io/x:1.0"}}}]}}\n',
+        "affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: k, "
+        "labelSelector: {matchLabels: {app: trainer}}}]}}\n",
+        "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels.app",
+        "not a label value",
+    ),
+    "toleration-key": (
+        'tolerations: [{key: "a\\"b", operator: Exists}]\n',
+        "tolerations: [{key: example.com/gpu, operator: Exists}]\n",
+        "tolerations[0].key",
+        "not a qualified name",
+    ),
 }
 
 LINE = re.compile(r"^s\.yaml:\d+:\d+: \S.*$")
@@ -460,6 +493,19 @@ def test_spec_env_downward_refs_are_checked_too(tmp_path: Path) -> None:
     assert run.status == 2
     [line] = run.errors
     assert line.startswith("s.yaml:6:39: env[0].valueFrom.fieldRef.fieldPath: the downward API cannot give it"), line
+
+
+def test_spec_env_secret_and_config_map_refs_are_checked_too(tmp_path: Path) -> None:
+    """Names and keys the API server refuses in the pod (found by tests/realcluster/test_server_fuzz.py)."""
+    text = BASE + (
+        "env:\n  - name: A\n    valueFrom: {secretKeyRef: {name: '1:4', key: k}}\n"
+        "  - name: B\n    valueFrom: {configMapKeyRef: {name: conf, key: 'a|b'}}\n"
+    )
+    run = compile_cli(tmp_path, text)
+    assert run.status == 2
+    first, second = run.errors
+    assert ": env[0].valueFrom.secretKeyRef.name: not a Secret name: must be a lowercase RFC 1123" in first
+    assert ": env[1].valueFrom.configMapKeyRef.key: not a Secret or ConfigMap key" in second
 
 
 def test_run_refuses_a_manifest_the_api_server_would_reject(tmp_path: Path) -> None:
