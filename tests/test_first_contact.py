@@ -227,7 +227,7 @@ def test_a_mistyped_command_is_named(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["improt", "job.yaml"]) == 2
     assert capsys.readouterr().err == (
         "elastic-compile: error: improt: no such command or file; did you mean import? commands: schema, import, "
-        "doctor, run, completion; a spec is a file (elastic.yaml)\n"
+        "doctor, run, completion, apply; a spec is a file (elastic.yaml)\n"
     )
     Path("improt").write_text("name: t\nimage: x:1\ncommand: [a]\n")  # a file of that name is a spec
     assert main(["improt"]) == 0
