@@ -129,7 +129,7 @@ def test_a_custom_template_cannot_widen_the_policy(
 @pytest.mark.parametrize("engine", ENGINES)
 def test_import_reads_the_policy_back(engine: str) -> None:
     """The pods' label of ours and the policy that selects it are network_policy: true, nothing else."""
-    from elastic_compile.compiler.adopt import import_stream
+    from elastic_compile.compiler.importer import import_stream
     from elastic_compile.compiler.output import stream_text
 
     first = stream_text([compile_text(ENGINES[engine][0] + "network_policy: true\n", "s.yaml")], "yaml")

@@ -71,7 +71,7 @@ def test_error_example_is_real_output() -> None:
 
 def test_adopt_example_is_real_output() -> None:
     """The README's before/after of `elastic-compile import` is what the command prints."""
-    from elastic_compile.compiler.adopt import import_stream
+    from elastic_compile.compiler.importer import import_stream
 
     text = README.read_text()
     blocks = {}

@@ -366,7 +366,7 @@ def _import_parser() -> argparse.ArgumentParser:
 
 
 def _import(argv: Sequence[str]) -> int:
-    from elastic_compile.compiler import adopt
+    from elastic_compile.compiler import importer
     from elastic_compile.core.errors import Problem, SpecError
 
     words = list(argv)
@@ -392,7 +392,7 @@ def _import(argv: Sequence[str]) -> int:
     if command is not None:
         if ns.manifest is not None:
             raise SpecError([Problem("elastic-compile", 0, 0, "usage", "give a MANIFEST or --torchrun, not both")])
-        results = [adopt.import_torchrun(command, image=ns.image, name=ns.name)]
+        results = [importer.import_torchrun(command, image=ns.image, name=ns.name)]
     elif ns.manifest is None:
         raise SpecError(
             [Problem("elastic-compile", 0, 0, "usage", "give a MANIFEST (- for standard input) or --torchrun -- ...")]
@@ -408,7 +408,7 @@ def _import(argv: Sequence[str]) -> int:
                 raise SpecError([Problem("elastic-compile", 0, 0, "usage", f"--entrypoint: {e}")]) from e
             if not entrypoint:
                 raise SpecError([Problem("elastic-compile", 0, 0, "usage", "--entrypoint: give the program to run")])
-        results = adopt.import_path(ns.manifest, entrypoint=entrypoint)
+        results = importer.import_path(ns.manifest, entrypoint=entrypoint)
     for result in results:
         for note in result.notes:
             print(note, file=sys.stderr)  # a Problem prints escaped

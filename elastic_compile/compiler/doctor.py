@@ -3,8 +3,8 @@
 Input is any manifest stream (a file with several documents, ``kubectl kustomize`` output
 on standard input); each PyTorchJob and TrainJob in it (with the runtime it references, when
 the stream holds it) is checked against the webhook's rules, the
-runtime traps and the rules hand-written jobs break (:mod:`elastic_compile.targets.doctor`,
-``targets/<kind>/doctor.py``), and with the rules every compile applies to a spec: the
+runtime traps and the rules hand-written jobs break (:mod:`elastic_compile.targets.traps`,
+``targets/<kind>/traps.py``), and with the rules every compile applies to a spec: the
 API server's pod values (:mod:`elastic_compile.schema.podvalues`) and the lints on text
 (EC107, EC112, EC113 in :mod:`elastic_compile.compiler.lint`). Every finding is one located
 line with a stable code::
@@ -19,109 +19,53 @@ cannot be read.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from elastic_compile import targets as registry
 from elastic_compile.compiler import inputs, lint
 from elastic_compile.core import safefs
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import Loaded, load_stream
 from elastic_compile.core.source import read_input
 from elastic_compile.schema.podspec import octal_hint
-from elastic_compile.targets.adopt import in_document
-from elastic_compile.targets.checks import Finding, from_lines
-from elastic_compile.targets.launcher import TORCHRUN_EXIT_CODES
+from elastic_compile.targets import Checker, traps
+from elastic_compile.targets.checks import DoctorRule, Finding
+from elastic_compile.targets.readback.draft import in_document
 
-
-@dataclass(frozen=True)
-class Rule:
-    """One doctor rule: its stable code, its name, and what goes wrong on the cluster."""
-
-    code: str
-    name: str
-    why: str
-
-
-RULES: tuple[Rule, ...] = (
-    Rule("DR001", "webhook", "the training operator's validating webhook rejects the job: kubectl apply fails"),
-    Rule("DR002", "schema", "a field the CRD does not know, or a value of the wrong type: the API server prunes "
-         "or rejects it"),
-    Rule("DR003", "master-with-elastic", "Master + elasticPolicy: PET_NNODES leaves the Master out and the rendezvous "
-         "still points at worker-0 (kubeflow/trainer#2277)"),
-    Rule("DR004", "standalone", 'the operator renders standalone as PET_STANDALONE="", which torchrun cannot parse'),
-    Rule("DR005", "empty-rdzv-conf", "the operator's env builder panics on an empty rdzvConf"),
-    Rule("DR006", "elastic-bounds", "Worker replicas outside [minReplicas, maxReplicas], or min above max"),
-    Rule("DR007", "name-too-long", "the pods' names (<name>-worker-<index>, JobSet's <name>-node-0-<index>-xxxxx) must "
-         "fit 63 characters, or the pods and services are never created"),
-    Rule("DR008", "no-shm", "without a memory-backed /dev/shm, DataLoader workers and NCCL die with 'Bus error'"),
-    Rule("DR009", "launcher-overrides", "a launcher flag beats the PET_* the engine injects with another value: the "
-         "pods disagree with the manifest"),
-    Rule("DR010", "nested-launcher", "a launcher inside a launcher: nproc_per_node² processes, outside the "
-         "rendezvous"),
-    Rule("DR011", "operator-env", "env the operator or torch elastic sets, written by hand: duplicated and overridden"),
-    Rule("DR012", "regular-sidecar", "a regular sidecar keeps running, so the pod never completes and the job never "
-         "succeeds"),
-    Rule("DR013", "no-rendezvous", "several Workers without Master or elasticPolicy have nowhere to meet"),
-    Rule("DR014", "no-max-restarts", "torchrun's default of 0 restarts fails an elastic job at its first blip"),
-    Rule("DR015", "backoff-uncounted", "backoffLimit counts in-place restarts only; with ExitCode or Never it bounds "
-         "nothing"),
-    Rule("DR016", "restart-policy-unset", "the operator defaults restartPolicy to OnFailure, not the Never its CRD "
-         "describes"),
-    Rule("DR017", "pod-restart-policy", "the operator overwrites the pod template's restartPolicy"),
-    Rule("DR018", "istio-sidecar", "an Istio sidecar breaks the rendezvous and keeps the pod from completing"),
-    Rule("DR019", "host-network-dns", "hostNetwork pods resolve with the node's DNS unless dnsPolicy is "
-         "ClusterFirstWithHostNet"),
-    Rule("DR020", "no-replicas", "pytorchReplicaSpecs without a replica: the operator has nothing to run"),
-    Rule("DR021", "trainer-webhook", "Trainer v2's webhooks or CEL rules reject the TrainJob"),
-    Rule("DR022", "runtime-webhook", "Trainer v2's runtime webhook rejects the runtime, or the SDK skips it"),
-    Rule("DR023", "no-launcher", "Trainer's runtime starts no launcher: the command runs once per pod, without "
-         "MASTER_ADDR, RANK or WORLD_SIZE"),
-    Rule("DR024", "jobset-ttl", "a JobSet TTL makes Trainer v2.3 rerun a failed job without end"),
-    Rule("DR025", "rdzv-is-host", "is_host in the rdzvConf of several pods: every pod gets it, so all host the "
-         "store or none does"),
-    Rule("DR026", "torchrun-exit-codes", TORCHRUN_EXIT_CODES),
-    Rule("DR027", "pod-value", "a pod value the API server rejects: the CRD takes it, then every pod creation fails "
-         "and the job waits with no pod"),
+#: The rules of doctor itself: what it checks in every kind it reads, whatever the target.
+OWN_RULES: tuple[DoctorRule, ...] = (
+    DoctorRule("DR002", "schema", "a field the CRD does not know, or a value of the wrong type: the API server "
+               "prunes or rejects it"),
+    DoctorRule("DR027", "pod-value", "a pod value the API server rejects: the CRD takes it, then every pod creation "
+               "fails and the job waits with no pod"),
     # What compile lints in every spec's text (EC107, EC112, EC113), under their names and reasons.
-    *(Rule(code, lint.RULES[ec].name, lint.RULES[ec].why)
+    *(DoctorRule(code, lint.RULES[ec].name, lint.RULES[ec].why)
       for code, ec in zip(("DR028", "DR029", "DR030"), lint.MANIFEST_CODES, strict=True)),
 )  # fmt: skip
-BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RULES}
 
 
-Checker = Callable[[Mapping[str, Any], Sequence[Loaded]], list[Finding]]
+@cache
+def rules() -> tuple[DoctorRule, ...]:
+    """Every doctor rule, by code: doctor's own, the pod traps every target shares, each target's.
+
+    Raises ``ValueError`` when two rules share a code or a name (a target's mistake).
+    """
+    every = [*OWN_RULES, *traps.RULES, *(rule for target in registry.every() for rule in target.doctor_rules)]
+    for key in ("code", "name"):
+        seen: dict[str, DoctorRule] = {}
+        for rule in every:
+            first = seen.setdefault(getattr(rule, key), rule)
+            if first is not rule and first != rule:
+                raise ValueError(f"doctor rules {first.code} {first.name} and {rule.code} {rule.name}: the same {key}")
+    return tuple(sorted(set(every), key=lambda rule: rule.code))
 
 
-def _pytorchjob(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
-    from elastic_compile.targets.pytorchjob.doctor import findings
-
-    return findings(job)
-
-
-def _trainjob(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
-    from elastic_compile.targets.trainjob.doctor import findings
-
-    return findings(job, stream)
-
-
-def _runtime(runtime: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
-    from elastic_compile.targets.trainjob.checks import runtime_findings
-
-    return runtime_findings(runtime)
-
-
-def _pytorchjob_values(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
-    from elastic_compile.targets.pytorchjob.checks import pod_errors
-
-    return from_lines("pod-value", pod_errors(job))
-
-
-def _trainer_values(doc: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
-    from elastic_compile.targets.trainjob.checks import pod_errors
-
-    return from_lines("pod-value", pod_errors(doc))
+def _by_name() -> Mapping[str, DoctorRule]:
+    return {rule.name: rule for rule in rules()}
 
 
 def _text(doc: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
@@ -145,29 +89,23 @@ def _schema(schema_file: str, api_version: str, kind: str) -> Checker:
     return check
 
 
-_V1 = "kubeflow.org/v1"
-_V2 = "trainer.kubeflow.org/v1alpha1"
+@dataclass(frozen=True)
+class _Kind:
+    """A kind doctor checks: its checks (the schema's first) and whether it is a job."""
+
+    checks: tuple[Checker, ...]
+    job: bool
 
 
-def _checks(schema_file: str, api_version: str, kind: str, own: Checker, values: Checker) -> tuple[Checker, ...]:
-    """A kind's checks: its CRD schema, its own rules, the API server's pod values, the text lints."""
-    return (_schema(schema_file, api_version, kind), own, values, _text)
-
-
-#: (apiVersion, kind) -> the checks that read it.
-CHECKERS: Mapping[tuple[str, str], tuple[Checker, ...]] = {
-    (_V1, "PyTorchJob"): _checks("pytorchjobs.kubeflow.org.json", _V1, "PyTorchJob", _pytorchjob, _pytorchjob_values),
-    (_V2, "TrainJob"): _checks("trainjobs.trainer.kubeflow.org.json", _V2, "TrainJob", _trainjob, _trainer_values),
-    (_V2, "TrainingRuntime"): _checks(
-        "trainingruntimes.trainer.kubeflow.org.json", _V2, "TrainingRuntime", _runtime, _trainer_values
-    ),
-    (_V2, "ClusterTrainingRuntime"): _checks(
-        "clustertrainingruntimes.trainer.kubeflow.org.json", _V2, "ClusterTrainingRuntime", _runtime, _trainer_values
-    ),
-}
-
-#: The kinds that are jobs (the others are read with them).
-JOB_KINDS = ("PyTorchJob", "TrainJob")
+@cache
+def _kinds() -> Mapping[tuple[str, str], _Kind]:
+    """(apiVersion, kind) -> its checks: the CRD schema, the target's rules, the pod values, the text lints."""
+    found: dict[tuple[str, str], _Kind] = {}
+    for target in registry.every():
+        for e in target.examined():
+            checks = (_schema(e.schema_file, e.api_version, e.kind), e.rules, e.values, _text)
+            found.setdefault((e.api_version, e.kind), _Kind(checks, e.job))
+    return found
 
 
 @dataclass(frozen=True)
@@ -187,6 +125,7 @@ def examine(loaded: Loaded, stream: Sequence[Loaded] = ()) -> list[Problem]:
     doc = loaded.data
     checks = _checkers(doc)
     out: list[Problem] = []
+    by_name = _by_name()
     for check in checks:
         try:
             findings = check(doc, stream or (loaded,))
@@ -197,7 +136,7 @@ def examine(loaded: Loaded, stream: Sequence[Loaded] = ()) -> list[Problem]:
                 raise  # a well-formed stream: a bug of ours, not the manifest's
             continue
         for finding in findings:
-            rule = BY_NAME[finding.rule]
+            rule = by_name[finding.rule]
             document, path = in_document(finding.path)
             where = stream[document] if document is not None else loaded
             located = where.problem(path, f"{rule.code} {rule.name}: {finding.message}")
@@ -209,14 +148,20 @@ def examine(loaded: Loaded, stream: Sequence[Loaded] = ()) -> list[Problem]:
 _SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
 
 
-def _checkers(doc: Any) -> tuple[Checker, ...]:
-    """The checks of a document's kind; () for a kind doctor does not check (or no mapping)."""
+def _kind(doc: Any) -> _Kind | None:
+    """What doctor knows of a document's kind; None for a kind it does not check (or no mapping)."""
     if not isinstance(doc, dict):
-        return ()
+        return None
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     if not (isinstance(api_version, str) and isinstance(kind, str)):
-        return ()  # a list or mapping there is not a kind (and not hashable)
-    return CHECKERS.get((api_version, kind), ())
+        return None  # a list or mapping there is not a kind (and not hashable)
+    return _kinds().get((api_version, kind))
+
+
+def _checkers(doc: Any) -> tuple[Checker, ...]:
+    """The checks of a document's kind; () for a kind doctor does not check (or no mapping)."""
+    found = _kind(doc)
+    return found.checks if found is not None else ()
 
 
 def _schema_findings(doc: Any) -> list[Finding]:
@@ -234,8 +179,9 @@ def doctor_stream(raw: bytes | str, file: str) -> Report:
     for loaded in docs:
         doc = loaded.data
         kind = doc.get("kind") if isinstance(doc, dict) else None
-        if _checkers(doc):
-            jobs += 1 if kind in JOB_KINDS else 0
+        known = _kind(doc)
+        if known is not None:
+            jobs += 1 if known.job else 0
             problems += examine(loaded, docs)
         else:
             skipped.append(str(kind) if isinstance(kind, str) else "?")
@@ -258,5 +204,5 @@ def doctor_paths(paths: Sequence[str | Path]) -> list[Report]:
 
 
 def kinds() -> str:
-    """The kinds doctor checks, for messages."""
-    return " or ".join(JOB_KINDS)
+    """The job kinds doctor checks, for messages."""
+    return " or ".join(dict.fromkeys(kind for (_api, kind), known in _kinds().items() if known.job))

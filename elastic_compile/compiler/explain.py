@@ -7,7 +7,6 @@ describe a different job than the one emitted.
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any
 
 from pydantic import BaseModel
@@ -19,7 +18,7 @@ from elastic_compile.core.errors import printable
 from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.schema.models import NNodes
 from elastic_compile.targets import accelerator
-from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS
+from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, command_comment
 from elastic_compile.targets.pod import HOST_NETWORK_DNS, SCRATCH_VOLUME, host_network_dns, needs_scratch, sidecar_names
 
 
@@ -43,9 +42,6 @@ def _model_json(value: Any) -> Any:
         return value.model_dump(mode="json", by_alias=True, exclude_none=True)
     raise TypeError(f"cannot show {type(value).__name__}")
 
-
-# The outputs whose pods get accelerator's nodeSelector (the Flyte targets carry gpuAccelerator instead).
-_PLACED_KINDS = frozenset({"PyTorchJob", "TrainJob", "PodTemplate"})
 
 # Fields shown only when set: they change nothing in the output.
 _ONLY_WHEN_SET = {"schema_", "extends"}
@@ -128,12 +124,13 @@ def explain(compiled: Compiled) -> str:
     for path, value, source in rows:
         out.append(f"{f'{path}: {value}':<{width}}  # {source}\n")
     placed = accelerator.describe(compiled.spec)
-    if placed is not None and any(o.document.kind in _PLACED_KINDS for o in compiled.outputs):
+    if placed is not None and any(o.target.places_accelerator for o in compiled.outputs):
         out.append(placed)
-    trainjob = next((o for o in compiled.outputs if o.document.kind == "TrainJob"), None)
-    if trainjob is not None:
-        out.extend(_trainjob_layout(trainjob.document.context["plan"], compiled.spec.launcher))
-        return _printable(out)
+    for output in compiled.outputs:
+        lines = output.target.explain(output.document, compiled.spec)
+        if lines is not None:
+            out.extend(lines)
+            return _printable(out)
     plan = compiled.plan
     layout = (
         f"{plan.replicas} Worker pod(s), elasticPolicy {json.dumps(plan.elastic_policy)}"
@@ -150,7 +147,7 @@ def explain(compiled: Compiled) -> str:
         f"# terminationGracePeriodSeconds: shutdown_timeout + {GRACE_MARGIN_SECONDS} unless the pod template sets it\n"
     )
     training = plan.pod_template["spec"]["containers"][0]
-    out.append(_command_line(training["command"], training["args"]))
+    out.append(command_comment(training["command"], training["args"]))
     if host_network_dns(compiled.spec):
         out.append(
             f"# dnsPolicy: {HOST_NETWORK_DNS}: with hostNetwork, ClusterFirst would give the pod the node's DNS, where "
@@ -172,27 +169,3 @@ def explain(compiled: Compiled) -> str:
 def _printable(out: list[str]) -> str:
     # JSON escapes C0 controls but leaves bidi controls, C1 (CSI) and invisible characters raw.
     return "".join(printable(line[:-1]) + "\n" for line in out)
-
-
-def _command_line(command: list[str], args: list[str]) -> str:
-    """The training container's command and args as one shell line (launcher: elastic-launch, bundled, torchrun)."""
-    return "# container command: " + shlex.join([*command, *args]) + "\n"
-
-
-def _trainjob_layout(plan: Any, launcher: str) -> list[str]:
-    """The TrainJob's layout, one line each: where the pods' settings went (targets/trainjob/plan.py)."""
-    trainer = plan.trainer
-    ref = plan.runtime_ref
-    runtime = "a TrainingRuntime of ours, emitted first" if plan.runtime is not None else "on the cluster"
-    return [
-        f"# layout: TrainJob, {trainer['numNodes']} node(s) x numProcPerNode {trainer['numProcPerNode']}; "
-        f"runtimeRef {ref['kind']} {ref['name']} ({runtime}); one runtimePatches entry "
-        f"({plan.runtime_patches[0]['manager']})\n",
-        "# rendezvous: c10d at node 0 (PET_MASTER_ADDR:PET_MASTER_PORT, injected by Trainer's torch plugin), "
-        + (
-            "which torch's hostname check finds to host the store\n"
-            if launcher == "torchrun"
-            else "which hosts the store: --rdzv-at-master\n"
-        ),
-        _command_line(trainer["command"], trainer["args"]),
-    ]

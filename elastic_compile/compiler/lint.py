@@ -37,18 +37,24 @@ from elastic_compile.targets.pod import SHM_VOLUME
 if TYPE_CHECKING:
     from elastic_compile.compiler.diagnostics import Reporter
     from elastic_compile.compiler.pipeline import Compiled
-    from elastic_compile.targets.pytorchjob.plan import Plan
+    from elastic_compile.targets.worker import Plan
 
 Path = tuple[str | int, ...]
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One lint: its code, a short name and the one-line reason it exists."""
+    """One lint: its code, a short name and the one-line reason it exists.
+
+    ``scoped``: a rule about one engine's own behaviour, which fires only when a target of
+    the compile claims it (``Target.lint_codes``: the PyTorchJob claims the training
+    operator's restart rules, every target the operator runs claims its services' rule).
+    """
 
     code: str
     name: str
     why: str
+    scoped: bool = False
 
 
 RULES: dict[str, Rule] = {
@@ -103,6 +109,7 @@ RULES: dict[str, Rule] = {
             "EC110",
             "backoff-limit-uncounted",
             "the operator's backoffLimit counts in-place container restarts only (OnFailure, Always)",
+            scoped=True,
         ),
         Rule(
             "EC111",
@@ -124,6 +131,7 @@ RULES: dict[str, Rule] = {
             "readiness-probe-on-training",
             "the job's headless services publish a pod only once it is Ready, and every pod's rendezvous reaches "
             "worker-0 by that name",
+            scoped=True,
         ),
         Rule(
             "EC115",
@@ -134,6 +142,7 @@ RULES: dict[str, Rule] = {
             "EC116",
             "torchrun-exit-codes",
             TORCHRUN_EXIT_CODES,
+            scoped=True,
         ),
         Rule(
             "EC117",
@@ -221,29 +230,11 @@ def active(spec: ElasticSpec, plan: Plan, ignore: Iterable[str] = ()) -> list[Li
     return [found for found in lint(spec, plan) if found.code not in silenced]
 
 
-# Lints about the training operator v1's own rules: they say nothing of a TrainJob (a Job's
-# backoffLimit counts OnFailure restarts and replaced pods alike), so they fire only when
-# the output holds a PyTorchJob.
-PYTORCHJOB_ONLY = frozenset({"EC110", "EC116"})
-
-# Lints about the training operator's headless services, which publish a pod only once it is
-# Ready: the operator sets no publishNotReadyAddresses (kubeflow/trainer@v1.9.4:
-# pkg/controller.v1/common/service.go:230-231). JobSet (under a TrainJob) defaults it to true
-# (kubernetes-sigs/jobset@v0.12.0:pkg/webhooks/jobset_webhook.go:137-138, used by
-# pkg/controllers/jobset_controller.go:816), so they say nothing of a TrainJob. They fire for the
-# jobs the training operator runs: the PyTorchJob, and Flyte's (its PyTorch plugins create one);
-# the PodTemplate (the v1 Worker's pod) only when no TrainJob is the spec's job.
-NOT_ON_TRAINJOB = frozenset({"EC114"})
-_V1_JOBS = frozenset({"pytorchjob", "flyte", "flyte2"})
-
-
 def _applies(found: Lint, c: Compiled) -> bool:
-    if found.code in PYTORCHJOB_ONLY:
-        return any(o.doc.get("kind") == "PyTorchJob" for o in c.outputs)
-    if found.code in NOT_ON_TRAINJOB:
-        names = {o.target.name for o in c.outputs}
-        return bool(names & _V1_JOBS) or ("podtemplate" in names and "trainjob" not in names)
-    return True
+    if not RULES[found.code].scoped:
+        return True
+    chosen = tuple(dict.fromkeys(output.target for output in c.outputs))
+    return any(found.code in target.lint_codes(chosen) for target in chosen)
 
 
 def report(

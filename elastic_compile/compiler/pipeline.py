@@ -22,7 +22,7 @@ from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.extends import load_spec, resolver, unique_problems
 from elastic_compile.schema.validate import validate
 from elastic_compile.targets import Document, Target
-from elastic_compile.targets.pytorchjob.plan import Plan, spec_to_plan
+from elastic_compile.targets.worker import Plan, spec_to_plan
 
 #: ``-t all``: every target whose ``in_all`` accepts the spec.
 ALL = "all"
@@ -86,7 +86,7 @@ def resolve_targets(spec: ElasticSpec, names: Sequence[str] | None) -> tuple[Tar
 
 def render_document(target: Target, document: Document, spec: ElasticSpec, template_dir: Path | None) -> Output:
     """Render one document, parse it back and run the target's checks on it."""
-    doc = render(document.template, template_dir, **document.context)
+    doc = render(document.template, template_dir, package_templates=target.templates, **document.context)
     custom = custom_template(template_dir, document.template) if template_dir is not None else None
     problems = target.check(doc, document, spec)
     if problems:

@@ -26,17 +26,17 @@ from jinja2.loaders import split_template_path
 from elastic_compile.core.emit import json_text
 from elastic_compile.core.errors import CompileError, SpecError
 from elastic_compile.core.loader import load_text
+from elastic_compile.targets import BUILTIN_TEMPLATES
 
-BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
-
-def environment(template_dir: Path | None = None) -> jinja2.Environment:
+def environment(template_dir: Path | None = None, package_templates: Path = BUILTIN_TEMPLATES) -> jinja2.Environment:
     """The Jinja2 environment: strict, our two value filters.
 
-    Without ``template_dir`` it holds the built-in templates (ours and trusted: rendered in
-    process, without the sandbox's check of every attribute read). With it
-    (``--templates``), templates in that directory replace the built-in ones by name,
-    sandboxed, confined and bounded by :mod:`elastic_compile.compiler.sandbox`.
+    Without ``template_dir`` it holds the templates of a target's package
+    (``package_templates``: the built-in ones, or those a registered target ships), trusted:
+    rendered in process, without the sandbox's check of every attribute read. With it
+    (``--templates``), templates in that directory replace those by name, sandboxed,
+    confined and bounded by :mod:`elastic_compile.compiler.sandbox`.
     """
     options: dict[str, Any] = {
         "undefined": jinja2.StrictUndefined,
@@ -45,7 +45,7 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
         "trim_blocks": True,
         "lstrip_blocks": True,
     }
-    builtin = jinja2.FileSystemLoader(str(BUILTIN_TEMPLATES))
+    builtin = jinja2.FileSystemLoader(str(package_templates))
     env: jinja2.Environment
     if template_dir is None:
         # Our package's templates do not change under a running compile: no stat a render.
@@ -79,8 +79,8 @@ def _bounded_value_filter(value: Any) -> str:
 
 
 @lru_cache(maxsize=8)
-def _cached_environment(template_dir: Path | None) -> jinja2.Environment:
-    return environment(template_dir)
+def _cached_environment(template_dir: Path | None, package_templates: Path) -> jinja2.Environment:
+    return environment(template_dir, package_templates)
 
 
 # Rendered output may nest deeper and weigh more than the spec it came from.
@@ -95,8 +95,10 @@ _OUTPUT_LIMITS: Final = {
 }
 
 
-def render(template_name: str, template_dir: Path | None = None, **context: Any) -> Any:
-    """Render ``template_name`` and parse the text back into data.
+def render(
+    template_name: str, template_dir: Path | None = None, *, package_templates: Path = BUILTIN_TEMPLATES, **context: Any
+) -> Any:
+    """Render ``template_name`` (of ``package_templates``, or ``template_dir``'s) and parse the text back into data.
 
     Raises ``CompileError`` naming the template when Jinja fails, a bound or limit is hit,
     or the output is not a single valid YAML document.
@@ -105,14 +107,14 @@ def render(template_name: str, template_dir: Path | None = None, **context: Any)
     source = custom_template(template_dir, template_name) if template_dir is not None else None
     if source is None:
         try:
-            text = _cached_environment(None).get_template(template_name).render(**context)
+            text = _cached_environment(None, package_templates).get_template(template_name).render(**context)
         except Exception as e:
             raise CompileError(*_describe(e, where)) from e
     else:
         from elastic_compile.compiler import sandbox
 
         where = f"template {source}"
-        env = _cached_environment(template_dir)
+        env = _cached_environment(template_dir, package_templates)
 
         def work() -> str:
             # Compiled here too: compiling a template is work its author controls.

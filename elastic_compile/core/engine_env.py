@@ -21,7 +21,7 @@ operator's, never Trainer's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -94,17 +94,6 @@ ENGINES: Final[dict[Generation, str]] = {
     "v2": "Trainer v2's torch plugin",
 }
 
-#: Which generation of Kubeflow runs each target's output. The PodTemplate is the v1 job's
-#: Worker pod; the Flyte plugins (1 and 2) submit a PyTorchJob.
-TARGET_GENERATION: Final[dict[str, Generation]] = {
-    "pytorchjob": "v1",
-    "podtemplate": "v1",
-    "flyte": "v1",
-    "flyte2": "v1",
-    "trainjob": "v2",
-}
-
-
 #: The target of each generation's job (for messages).
 _TARGET: Final[dict[Generation, str]] = {"v1": "pytorchjob", "v2": "trainjob"}
 
@@ -117,12 +106,6 @@ def injected(name: str, generation: Generation) -> Injected | None:
 def injected_by(name: str) -> list[tuple[Generation, Injected]]:
     """Every generation that sets ``name``, with its row."""
     return [(g, row) for g in TABLES if (row := injected(name, g)) is not None]
-
-
-def generations(targets: Sequence[str]) -> tuple[Generation, ...]:
-    """The generations whose engines run the output of ``targets`` (in table order)."""
-    wanted = {TARGET_GENERATION[t] for t in targets if t in TARGET_GENERATION}
-    return tuple(g for g in TABLES if g in wanted)
 
 
 # --------------------------------------------------------------------------- what the spec's env may not set

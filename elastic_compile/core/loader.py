@@ -39,6 +39,7 @@ from yaml.reader import Reader
 from yaml.resolver import BaseResolver
 from yaml.scanner import Scanner
 
+from elastic_compile.core import kinds
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.scalars import SourceFloat, SourceInt
 from elastic_compile.core.source import MAX_BYTES, read_input
@@ -644,16 +645,14 @@ def _position(text: bytes, offset: int) -> tuple[int, int]:
     return line, offset - (before.rfind(b"\n") + 1) + 1
 
 
-#: Kinds ``elastic-compile import`` reads (compiler/adopt.py IMPORTERS); named below the
-#: compiler so that the loader and the schema can point a manifest given as a spec to it.
-IMPORTABLE_KINDS = ("PyTorchJob", "TrainJob")
 # A document's top-level kind, as kubectl and kustomize print it (block style, column 1).
 _TOP_KIND = re.compile(r"^kind:[ \t]*([\"']?)([A-Za-z][A-Za-z0-9]{0,62})\1[ \t]*$", re.M)
 
 
 def _stream_hint(text: str, file: str) -> str:
     """For a manifest stream (``kubectl kustomize`` output) given where one spec goes: what reads it."""
-    kind = next((k for _q, k in _TOP_KIND.findall(text) if k in IMPORTABLE_KINDS), None)
+    readable = kinds.importable()
+    kind = next((k for _q, k in _TOP_KIND.findall(text) if k in readable), None)
     if kind is None:
         return ""
     source = "-" if file == "<stdin>" else file

@@ -44,7 +44,8 @@ from elastic_compile.localrun.process import (
     port_busy,
 )
 from elastic_compile.schema.launchers import node0_torchrun
-from elastic_compile.targets.adopt import Draft, read_launch
+from elastic_compile.targets.readback.command_line import read_launch
+from elastic_compile.targets.readback.draft import Draft
 from elastic_compile.targets.trainjob import api
 from elastic_compile.targets.trainjob.checks import manifest_errors
 

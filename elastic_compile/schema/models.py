@@ -1201,7 +1201,7 @@ class FlyteTarget(_Section):
 
 
 #: The ``-t`` names a spec may give as its default target. A closed set, so editors offer it
-#: and a typo fails here; tests/test_trainjob_target.py keeps it equal to the target registry.
+#: and a typo fails here; tests/test_trainjob_target.py keeps it equal to the built-in targets.
 TargetName = Literal["pytorchjob", "trainjob", "podtemplate", "flyte", "flyte2"]
 
 #: The stock runtime of Kubeflow Trainer v2 (Trainer v2.3.0 manifests/base/runtimes/torch_distributed.yaml).

@@ -11,8 +11,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
+from elastic_compile.core import kinds
 from elastic_compile.core.errors import Problem, SpecError
-from elastic_compile.core.loader import IMPORTABLE_KINDS, YAML11_SURPRISE, Loaded
+from elastic_compile.core.loader import YAML11_SURPRISE, Loaded
 from elastic_compile.schema import ElasticSpec, FieldProblems
 from elastic_compile.schema.models import FRAGMENT, nested_model
 
@@ -150,7 +151,7 @@ def _manifest_problem(loaded: Loaded) -> Problem | None:
         return None
     kind = data.get("kind")
     shown = kind if isinstance(kind, str) and kind.isprintable() and len(kind) <= 63 else "Kubernetes"
-    if kind in IMPORTABLE_KINDS:
+    if isinstance(kind, str) and kind in kinds.importable():
         file = loaded.file if loaded.file != "<stdin>" else "-"
         message = f"a {shown} manifest, not an elastic.yaml spec; write one from it with: elastic-compile import {file}"
     else:

@@ -1,31 +1,53 @@
 """Output targets: one unit per engine, behind one small interface.
 
 A target turns a validated spec into the documents its engine takes (a PyTorchJob, a
-PodTemplate, a Flyte TaskSpec, ...): it says which templates to render with which
-context (its *plan*), which settings it cannot carry (located errors), and what each
-rendered document must be (its *checks*). The pipeline (:mod:`elastic_compile.compiler.pipeline`)
-only calls these; it renders, parses back and emits.
+PodTemplate, a Flyte TaskSpec, ...), and owns everything else it knows about that engine:
 
-Each target is a subpackage ``elastic_compile.targets.<name>`` whose ``TARGET`` is a
-:class:`Target`; adding one adds a folder, a template and its tests. Targets are imported
-only when asked for, so ``-t pytorchjob`` never imports Flyte's code.
+* its *plan* and documents (:meth:`Target.documents`): which templates to render with
+  which context, and which settings it cannot carry (located errors);
+* its *checks* (:meth:`Target.check`): what each rendered document must be;
+* the lint rules about its engine that concern its output (:meth:`Target.lint_codes`);
+* the kinds it reads back into a spec (:meth:`Target.readers`, ``elastic-compile import``);
+* the kinds ``elastic-compile doctor`` checks with its rules (:meth:`Target.examined`,
+  :attr:`Target.doctor_rules`);
+* what ``--explain`` says of its layout (:meth:`Target.explain`).
+
+The pipeline (:mod:`elastic_compile.compiler.pipeline`), the lints, ``import`` and ``doctor``
+iterate the registered targets; none of them names one. Targets are imported only when
+asked for, so ``-t pytorchjob`` never imports Flyte's code.
+
+Registration, as torchx registers its schedulers: the built-in targets are
+:data:`BUILTIN`; an installed distribution adds one through the entry point group
+:data:`ENTRY_POINT_GROUP` (``toy = "my_package.toy:TARGET"``, the name being the ``-t``
+name), and code that runs before compiling (a notebook, a test, a platform's wrapper) calls
+:func:`register`. docs/architecture.md has an example.
 
 What targets share lives beside them: :mod:`.pod` (the training pod every Kubernetes
-target runs) and :mod:`.launcher` (the ``elastic-launch`` command in it).
+target runs), :mod:`.launcher` (the ``elastic-launch`` command in it), :mod:`.worker` (the
+worker plan lints and ``--explain`` describe), :mod:`.checks` and :mod:`.traps` (rules on
+documents), :mod:`.readback` (reading a job back into a spec).
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from elastic_compile.core import kinds
 
 if TYPE_CHECKING:
+    from elastic_compile.core.engine_env import Generation
     from elastic_compile.core.loader import Loaded
     from elastic_compile.schema import ElasticSpec
+    from elastic_compile.targets.checks import DoctorRule, Finding
+    from elastic_compile.targets.readback.draft import Draft
+
+#: The templates of the built-in targets (``elastic_compile/templates``).
+BUILTIN_TEMPLATES: Final = Path(__file__).resolve().parent.parent / "templates"
 
 
 @dataclass(frozen=True)
@@ -43,15 +65,66 @@ class Document:
     context: Mapping[str, Any]
 
 
+#: Reads one document of a manifest stream back into a spec: the document, every document
+#: of its stream (a TrainJob's runtime may be there), and the image's entrypoint when the
+#: user gave it (``import --entrypoint``).
+ReadFunction = Callable[["Loaded", Sequence["Loaded"], "Sequence[str] | None"], "Draft"]
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A kind a target reads back into a spec (``elastic-compile import``)."""
+
+    api_version: str
+    kind: str
+    read: ReadFunction
+    #: Kinds a stream may hold beside the job, read by this reader (a TrainJob's runtime).
+    companions: tuple[tuple[str, str], ...] = ()
+
+
+#: One of doctor's checks of a document: the document, and every document of its stream.
+Checker = Callable[[Mapping[str, Any], Sequence["Loaded"]], list["Finding"]]
+
+
+@dataclass(frozen=True)
+class Examined:
+    """A kind ``elastic-compile doctor`` checks: its CRD schema, the target's rules, the pod values.
+
+    ``doctor`` adds what it applies to every kind (the schema check, the lints on text).
+    """
+
+    api_version: str
+    kind: str
+    #: The compact schema of the kind (elastic_compile/schema/compact/).
+    schema_file: str
+    #: The target's own traps for this kind (findings named by :attr:`Target.doctor_rules`
+    #: or by the rules every Kubernetes target shares, :data:`.traps.RULES`).
+    rules: Checker
+    #: The values the API server would reject on pod creation.
+    values: Checker
+    #: A job (counted in doctor's summary), or a document read with one (a runtime).
+    job: bool = True
+
+
 class Target:
     """One kind of output. Subclasses set the class attributes and :meth:`documents`."""
 
-    #: The ``-t`` name (the subpackage's name).
+    #: The ``-t`` name.
     name: ClassVar[str]
     #: One line for ``--help``.
     summary: ClassVar[str]
     #: Position in ``-t all`` output (lower first).
     order: ClassVar[int]
+    #: Where the templates its documents name are; ``--templates DIR`` overrides them by name.
+    templates: ClassVar[Path] = BUILTIN_TEMPLATES
+    #: The generation of Kubeflow whose engine runs its output (the PodTemplate is the v1
+    #: job's Worker pod; the Flyte plugins submit a PyTorchJob); None for another engine.
+    generation: ClassVar[Generation | None] = None
+    #: Whether its pods get ``accelerator``'s nodeSelector (the Flyte targets carry
+    #: gpuAccelerator instead), so that ``--explain`` describes the placement.
+    places_accelerator: ClassVar[bool] = False
+    #: The doctor rules of its own (codes are product surface: unique across every target).
+    doctor_rules: ClassVar[tuple[DoctorRule, ...]] = ()
 
     def in_all(self, spec: ElasticSpec) -> bool:
         """Whether ``-t all`` includes this target for ``spec`` (an explicit ``-t`` always does)."""
@@ -73,20 +146,117 @@ class Target:
         """
         return []
 
+    def lint_codes(self, chosen: Collection[Target]) -> frozenset[str]:
+        """The lint rules about an engine's own behaviour that concern this target's output.
+
+        Such rules (``lint.RULES[code].scoped``) fire only when a target of the compile
+        claims them; ``chosen`` is every target of the compile (this one included).
+        """
+        return frozenset()
+
+    def readers(self) -> tuple[Reader, ...]:
+        """The kinds this target reads back into a spec (``elastic-compile import``)."""
+        return ()
+
+    def examined(self) -> tuple[Examined, ...]:
+        """The kinds ``elastic-compile doctor`` checks with this target's rules."""
+        return ()
+
+    def explain(self, document: Document, spec: ElasticSpec) -> list[str] | None:
+        """``--explain``'s lines on the layout of one of its documents; None: the worker plan's layout.
+
+        The first document of a compile with lines of its own is explained; without one,
+        ``--explain`` describes the worker plan (:mod:`.worker`).
+        """
+        return None
+
+
+#: The built-in targets: their ``-t`` names and modules (each module's ``TARGET``).
+BUILTIN: Final[Mapping[str, str]] = {
+    "pytorchjob": "elastic_compile.targets.pytorchjob",
+    "trainjob": "elastic_compile.targets.trainjob",
+    "podtemplate": "elastic_compile.targets.podtemplate",
+    "flyte": "elastic_compile.targets.flyte",
+    "flyte2": "elastic_compile.targets.flyte2",
+}
+#: The entry point group of targets from other distributions: ``<-t name> = "<module>:<attribute>"``.
+ENTRY_POINT_GROUP: Final = "elastic_compile.targets"
+
+# Targets given to register(), by name.
+_registered: dict[str, Target] = {}
+
+
+def register(target: Target) -> None:
+    """Add ``target`` to the registry of this process (replacing one of the same name given before).
+
+    For code that runs before compiling: a notebook, a test, a platform's own wrapper. A
+    target in an installed distribution registers through :data:`ENTRY_POINT_GROUP`
+    instead, so that the ``elastic-compile`` command finds it too. A built-in name cannot
+    be taken.
+    """
+    _valid(target, getattr(target, "name", None))
+    if target.name in BUILTIN:
+        raise ValueError(f"{target.name} is a built-in target")
+    _registered[target.name] = target
+    names.cache_clear()
+    get.cache_clear()
+
+
+def unregister(name: str) -> None:
+    """Remove a target given to :func:`register` (tests); nothing for another name."""
+    if _registered.pop(name, None) is not None:
+        names.cache_clear()
+        get.cache_clear()
+
+
+@cache
+def _entry_points() -> Mapping[str, Any]:
+    """The installed targets of other distributions, by name (the built-in names are kept)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in BUILTIN}
+
+
+def _known() -> set[str]:
+    return {*BUILTIN, *_entry_points(), *_registered}
+
 
 @cache
 def names() -> tuple[str, ...]:
-    """Every target's ``-t`` name, in ``-t all`` order."""
-    found = [m.name for m in pkgutil.iter_modules(__path__) if m.ispkg]
-    return tuple(sorted(found, key=lambda name: (get(name).order, name)))
+    """Every target's ``-t`` name, in ``-t all`` order (imports each target's module, which is light)."""
+    return tuple(sorted(_known(), key=lambda name: (get(name).order, name)))
 
 
 @cache
 def get(name: str) -> Target:
-    """The target called ``name`` (imports its subpackage); ``KeyError`` when there is none."""
-    if name not in {m.name for m in pkgutil.iter_modules(__path__) if m.ispkg}:
+    """The target called ``name`` (imports its module); ``KeyError`` when there is none."""
+    if name in _registered:
+        return _registered[name]
+    if name in BUILTIN:
+        target = importlib.import_module(BUILTIN[name]).TARGET
+    elif name in _entry_points():
+        target = _entry_points()[name].load()
+    else:
         raise KeyError(name)
-    target = importlib.import_module(f"{__name__}.{name}").TARGET
-    if not isinstance(target, Target) or target.name != name:
-        raise TypeError(f"{__name__}.{name}.TARGET must be a Target named {name!r}")
-    return target
+    _valid(target, name)
+    return target  # type: ignore[no-any-return]
+
+
+def _valid(target: Any, name: Any) -> None:
+    if not isinstance(target, Target) or not isinstance(name, str) or target.name != name:
+        raise TypeError(f"target {name!r}: expected a Target named {name!r}, got {target!r}")
+
+
+def every() -> tuple[Target, ...]:
+    """Every registered target, in ``-t all`` order."""
+    return tuple(get(name) for name in names())
+
+
+def importable_kinds() -> tuple[str, ...]:
+    """The kinds some target reads back (``elastic-compile import``), for messages."""
+    return tuple(dict.fromkeys(reader.kind for target in every() for reader in target.readers()))
+
+
+# The loader and the schema sit below the targets: they learn from here which kinds
+# `import` reads, to point a manifest given as a spec to it.
+kinds.set_importable(importable_kinds)

@@ -49,6 +49,19 @@ class Finding:
         return f"{where}: {self.message}"
 
 
+@dataclass(frozen=True)
+class DoctorRule:
+    """One ``elastic-compile doctor`` rule: its stable code, its name, and what goes wrong on the cluster.
+
+    :class:`Finding` names its rule by ``name``; doctor prints the code. Codes are product
+    surface: never renumbered or reused, and unique across every target.
+    """
+
+    code: str
+    name: str
+    why: str
+
+
 #: ObjectMeta fields the API server sets: a manifest to create must not carry them
 #: (``resourceVersion`` on a create is rejected; the others are overwritten or ignored,
 #: and ``kubectl apply`` diffs would fight them forever).

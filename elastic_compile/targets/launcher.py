@@ -14,6 +14,7 @@ the training container's command and args for the launcher the spec names:
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -237,3 +238,8 @@ def torchrun_args(spec: ElasticSpec, args: Sequence[str]) -> list[str]:
     out += [_TR_MONITOR, options[contract.OPT_MONITOR_INTERVAL]]
     out += [_TR_LOCAL_ADDR, _reference(contract.ENV_POD_IP)]
     return out + _program(spec.command or [])
+
+
+def command_comment(command: Sequence[str], args: Sequence[str]) -> str:
+    """``--explain``'s line for the training container's command and args, as one shell line."""
+    return "# container command: " + shlex.join([*command, *args]) + "\n"

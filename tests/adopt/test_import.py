@@ -20,8 +20,8 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from elastic_compile.compiler.adopt import import_stream, import_torchrun
 from elastic_compile.compiler.cli import main
+from elastic_compile.compiler.importer import import_stream, import_torchrun
 from elastic_compile.compiler.output import stream_text
 from elastic_compile.compiler.pipeline import compile_path, compile_text
 from elastic_compile.core.emit import to_yaml

@@ -21,8 +21,9 @@ import yaml
 from elastic_compile.core import engine_env
 from elastic_compile.localrun import kubeflow, trainer
 from elastic_compile.schema.models import GPU_RESOURCE
-from elastic_compile.targets.adopt import Draft, read_launch
 from elastic_compile.targets.launcher import launcher_env
+from elastic_compile.targets.readback.command_line import read_launch
+from elastic_compile.targets.readback.draft import Draft
 from elastic_compile.targets.trainjob import api
 
 #: What an image's ENTRYPOINT is, per image of the examples that run one (their Dockerfiles).

@@ -24,8 +24,8 @@ import yaml
 
 from elastic_compile import contract
 from elastic_compile.compiler import doctor
-from elastic_compile.compiler.adopt import import_stream
 from elastic_compile.compiler.cli import main
+from elastic_compile.compiler.importer import import_stream
 from elastic_compile.compiler.output import stream_text
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core import engine_env

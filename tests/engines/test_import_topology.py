@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from elastic_compile.compiler.adopt import import_stream
+from elastic_compile.compiler.importer import import_stream
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.emit import to_yaml
 from elastic_compile.localrun import kubeflow

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from job_meaning import docs, meaning
 
-from elastic_compile.compiler.adopt import import_stream
+from elastic_compile.compiler.importer import import_stream
 from elastic_compile.compiler.output import stream_text
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.emit import to_yaml

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from elastic_compile.compiler.adopt import import_stream
 from elastic_compile.compiler.cli import main
+from elastic_compile.compiler.importer import import_stream
 from elastic_compile.compiler.output import stream_text
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.emit import to_yaml

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from job_meaning import ENTRYPOINTS, docs, meaning
 
-from elastic_compile.compiler.adopt import import_stream
+from elastic_compile.compiler.importer import import_stream
 from elastic_compile.compiler.output import stream_text
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.errors import SpecError

@@ -6,6 +6,7 @@ builds a flytekit task with our settings (needs flytekit, imported lazily).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from elastic_compile.core.loader import Loaded
@@ -23,6 +24,7 @@ class FlyteTarget(Target):
     name = "flyte"
     summary = "Flyte 1 task spec (admin.TaskSpec JSON, as flytekit registers it)"
     order = 20
+    generation = "v1"
 
     def in_all(self, spec: ElasticSpec) -> bool:
         # project, domain and version have no defaults: -t all never fails on a spec that
@@ -41,6 +43,11 @@ class FlyteTarget(Target):
         from elastic_compile.targets.flyte.task import check_task
 
         return check_task(doc)
+
+    def lint_codes(self, chosen: Collection[Target]) -> frozenset[str]:
+        from elastic_compile.targets.worker import SERVICE_LINTS  # Flyte's plugin runs a PyTorchJob
+
+        return SERVICE_LINTS
 
 
 TARGET = FlyteTarget()

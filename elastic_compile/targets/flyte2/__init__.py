@@ -7,6 +7,7 @@ objects for :func:`elastic_compile.flyte2.environment_kwargs` (flyte imported la
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from elastic_compile.core.loader import Loaded
@@ -27,6 +28,7 @@ class Flyte2Target(Target):
         "passes; checks the spec for Flyte 2 without importing flyte)"
     )
     order = 30
+    generation = "v1"
 
     def in_all(self, spec: ElasticSpec) -> bool:
         # Only when asked for: a Flyte 2 environment runs a decorated function, so a
@@ -45,6 +47,11 @@ class Flyte2Target(Target):
         from elastic_compile.targets.flyte2.environment import check_environment
 
         return check_environment(doc)
+
+    def lint_codes(self, chosen: Collection[Target]) -> frozenset[str]:
+        from elastic_compile.targets.worker import SERVICE_LINTS  # Flyte's plugin runs a PyTorchJob
+
+        return SERVICE_LINTS
 
 
 TARGET = Flyte2Target()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from elastic_compile.core.loader import Loaded
@@ -16,7 +17,7 @@ from elastic_compile.targets.checks import (
     raise_problems,
     schema_errors,
 )
-from elastic_compile.targets.pytorchjob.plan import spec_to_plan
+from elastic_compile.targets.worker import SERVICE_LINTS, spec_to_plan
 
 API_VERSION = "v1"
 KIND = "PodTemplate"
@@ -28,6 +29,8 @@ class PodTemplateTarget(Target):
     name = "podtemplate"
     summary = "core v1 PodTemplate of the worker pod"
     order = 10
+    generation = "v1"
+    places_accelerator = True
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
         # The training operator v1 runs this pod and sets its own env in it.
@@ -45,6 +48,13 @@ class PodTemplateTarget(Target):
             *schema_errors(doc, CORE_FILE, API_VERSION, KIND),
             *pod_value_errors((doc.get("template") or {}).get("spec"), ("template", "spec")),
         ]
+
+    def lint_codes(self, chosen: Collection[Target]) -> frozenset[str]:
+        # The v1 Worker's pod, unless it comes with a job of another generation (-t all of a
+        # spec whose target is trainjob): then it is that job's pod, whose services JobSet runs.
+        if any(t.generation not in (None, self.generation) for t in chosen):
+            return frozenset()
+        return SERVICE_LINTS
 
 
 TARGET = PodTemplateTarget()

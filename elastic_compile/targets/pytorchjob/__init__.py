@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
-from elastic_compile.targets import Document, Target, bundle, network
+from elastic_compile.targets import Document, Examined, Reader, Target, bundle, network
 from elastic_compile.targets.accelerator import placement_problems
-from elastic_compile.targets.checks import env_generation_problems, identity_errors, raise_problems, schema_errors
+from elastic_compile.targets.checks import (
+    DoctorRule,
+    Finding,
+    env_generation_problems,
+    from_lines,
+    identity_errors,
+    raise_problems,
+    schema_errors,
+)
 from elastic_compile.targets.pytorchjob.checks import pod_errors, webhook_errors
-from elastic_compile.targets.pytorchjob.plan import spec_to_plan
+from elastic_compile.targets.worker import OPERATOR_LINTS, SERVICE_LINTS, spec_to_plan
+
+if TYPE_CHECKING:
+    from elastic_compile.targets.readback.draft import Draft
 
 API_VERSION = "kubeflow.org/v1"
 KIND = "PyTorchJob"
@@ -24,6 +36,26 @@ class PyTorchJobTarget(Target):
     name = "pytorchjob"
     summary = "Kubeflow training-operator v1 PyTorchJob (kubeflow.org/v1)"
     order = 0
+    generation = "v1"
+    places_accelerator = True
+    doctor_rules = (
+        DoctorRule("DR001", "webhook", "the training operator's validating webhook rejects the job: kubectl apply "
+                   "fails"),
+        DoctorRule("DR003", "master-with-elastic", "Master + elasticPolicy: PET_NNODES leaves the Master out and the "
+                   "rendezvous still points at worker-0 (kubeflow/trainer#2277)"),
+        DoctorRule("DR004", "standalone", 'the operator renders standalone as PET_STANDALONE="", which torchrun '
+                   "cannot parse"),
+        DoctorRule("DR005", "empty-rdzv-conf", "the operator's env builder panics on an empty rdzvConf"),
+        DoctorRule("DR006", "elastic-bounds", "Worker replicas outside [minReplicas, maxReplicas], or min above max"),
+        DoctorRule("DR013", "no-rendezvous", "several Workers without Master or elasticPolicy have nowhere to meet"),
+        DoctorRule("DR015", "backoff-uncounted", "backoffLimit counts in-place restarts only; with ExitCode or Never "
+                   "it bounds nothing"),
+        DoctorRule("DR016", "restart-policy-unset", "the operator defaults restartPolicy to OnFailure, not the Never "
+                   "its CRD describes"),
+        DoctorRule("DR020", "no-replicas", "pytorchReplicaSpecs without a replica: the operator has nothing to run"),
+        DoctorRule("DR025", "rdzv-is-host", "is_host in the rdzvConf of several pods: every pod gets it, so all host "
+                   "the store or none does"),
+    )  # fmt: skip
 
     def in_all(self, spec: ElasticSpec) -> bool:
         # One job per spec in -t all: a spec meant for Trainer v2 gets its TrainJob instead.
@@ -53,6 +85,31 @@ class PyTorchJobTarget(Target):
             *webhook_errors(doc),
             *pod_errors(doc),
         ]
+
+    def lint_codes(self, chosen: Collection[Target]) -> frozenset[str]:
+        return OPERATOR_LINTS | SERVICE_LINTS
+
+    def readers(self) -> tuple[Reader, ...]:
+        return (Reader(API_VERSION, KIND, _read),)
+
+    def examined(self) -> tuple[Examined, ...]:
+        return (Examined(API_VERSION, KIND, SCHEMA_FILE, _traps, _pod_values),)
+
+
+def _read(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Sequence[str] | None) -> Draft:
+    from elastic_compile.targets.pytorchjob.readback import pytorchjob_to_spec
+
+    return pytorchjob_to_spec(loaded, entrypoint)
+
+
+def _traps(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
+    from elastic_compile.targets.pytorchjob.traps import findings
+
+    return findings(job)
+
+
+def _pod_values(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
+    return from_lines("pod-value", pod_errors(job))
 
 
 TARGET = PyTorchJobTarget()

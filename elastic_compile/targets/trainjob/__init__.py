@@ -7,21 +7,24 @@ holds the upstream facts both rely on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
-from elastic_compile.targets import Document, Target, bundle, network
-from elastic_compile.targets.checks import identity_errors, raise_problems, schema_errors
+from elastic_compile.targets import Document, Examined, Reader, Target, bundle, network
+from elastic_compile.targets.checks import DoctorRule, Finding, identity_errors, raise_problems, schema_errors
 from elastic_compile.targets.trainjob import api
 
 if TYPE_CHECKING:
+    from elastic_compile.targets.readback.draft import Draft
     from elastic_compile.targets.trainjob.plan import TrainJobPlan
 
 #: The compact schemas of the Trainer v2.3.0 CRDs (elastic_compile/schema/compact/).
 SCHEMA_FILES = {
     api.TRAINJOB: "trainjobs.trainer.kubeflow.org.json",
     api.TRAINING_RUNTIME: "trainingruntimes.trainer.kubeflow.org.json",
+    api.CLUSTER_TRAINING_RUNTIME: "clustertrainingruntimes.trainer.kubeflow.org.json",
 }
 
 
@@ -35,6 +38,15 @@ class TrainJobTarget(Target):
     name = "trainjob"
     summary = "Kubeflow Trainer v2.3 TrainJob (trainer.kubeflow.org/v1alpha1), with a TrainingRuntime when needed"
     order = 5
+    generation = "v2"
+    places_accelerator = True
+    doctor_rules = (
+        DoctorRule("DR021", "trainer-webhook", "Trainer v2's webhooks or CEL rules reject the TrainJob"),
+        DoctorRule("DR022", "runtime-webhook", "Trainer v2's runtime webhook rejects the runtime, or the SDK skips it"),
+        DoctorRule("DR023", "no-launcher", "Trainer's runtime starts no launcher: the command runs once per pod, "
+                   "without MASTER_ADDR, RANK or WORLD_SIZE"),
+        DoctorRule("DR024", "jobset-ttl", "a JobSet TTL makes Trainer v2.3 rerun a failed job without end"),
+    )  # fmt: skip
 
     def in_all(self, spec: ElasticSpec) -> bool:
         # A PyTorchJob and a TrainJob of one spec would train twice on one cluster: -t all
@@ -78,6 +90,51 @@ class TrainJobTarget(Target):
             *schema_errors(doc, SCHEMA_FILES[api.TRAINJOB], api.API_VERSION, api.TRAINJOB),
             *trainjob_errors(doc, plan.runtime_jobs()),
         ]
+
+    def readers(self) -> tuple[Reader, ...]:
+        # Its runtime may be in the stream beside it: read with the TrainJob.
+        runtimes = ((api.API_VERSION, api.TRAINING_RUNTIME), (api.API_VERSION, api.CLUSTER_TRAINING_RUNTIME))
+        return (Reader(api.API_VERSION, api.TRAINJOB, _read, runtimes),)
+
+    def examined(self) -> tuple[Examined, ...]:
+        job = Examined(api.API_VERSION, api.TRAINJOB, SCHEMA_FILES[api.TRAINJOB], _traps, _pod_values)
+        runtimes = tuple(
+            Examined(api.API_VERSION, kind, SCHEMA_FILES[kind], _runtime_traps, _pod_values, job=False)
+            for kind in (api.TRAINING_RUNTIME, api.CLUSTER_TRAINING_RUNTIME)
+        )
+        return (job, *runtimes)
+
+    def explain(self, document: Document, spec: ElasticSpec) -> list[str] | None:
+        if document.kind != api.TRAINJOB:
+            return None
+        from elastic_compile.targets.trainjob.plan import explain_layout
+
+        return explain_layout(document.context["plan"], spec.launcher)
+
+
+def _read(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Sequence[str] | None) -> Draft:
+    from elastic_compile.targets.trainjob.readback import trainjob_to_spec
+
+    return trainjob_to_spec(loaded, stream, entrypoint)
+
+
+def _traps(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
+    from elastic_compile.targets.trainjob.traps import findings
+
+    return findings(job, stream)
+
+
+def _runtime_traps(runtime: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
+    from elastic_compile.targets.trainjob.checks import runtime_findings
+
+    return runtime_findings(runtime)
+
+
+def _pod_values(doc: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
+    from elastic_compile.targets.checks import from_lines
+    from elastic_compile.targets.trainjob.checks import pod_errors
+
+    return from_lines("pod-value", pod_errors(doc))
 
 
 TARGET = TrainJobTarget()

@@ -30,7 +30,7 @@ from elastic_compile import contract
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.models import ObjectMetadata
 from elastic_compile.targets.checks import FieldPath
-from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
+from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, command_comment, launcher_args
 from elastic_compile.targets.pod import build_pod_template, job_labels, object_metadata
 from elastic_compile.targets.trainjob import api
 
@@ -458,3 +458,22 @@ def spec_to_trainjob_plan(spec: ElasticSpec) -> TrainJobPlan:
         launcher_args=args,
         initializer=spec.trainjob.initializer,
     )
+
+
+def explain_layout(plan: TrainJobPlan, launcher: str) -> list[str]:
+    """``--explain``'s lines on the TrainJob's layout: where the pods' settings went."""
+    trainer = plan.trainer
+    ref = plan.runtime_ref
+    runtime = "a TrainingRuntime of ours, emitted first" if plan.runtime is not None else "on the cluster"
+    return [
+        f"# layout: TrainJob, {trainer['numNodes']} node(s) x numProcPerNode {trainer['numProcPerNode']}; "
+        f"runtimeRef {ref['kind']} {ref['name']} ({runtime}); one runtimePatches entry "
+        f"({plan.runtime_patches[0]['manager']})\n",
+        "# rendezvous: c10d at node 0 (PET_MASTER_ADDR:PET_MASTER_PORT, injected by Trainer's torch plugin), "
+        + (
+            "which torch's hostname check finds to host the store\n"
+            if launcher == "torchrun"
+            else "which hosts the store: --rdzv-at-master\n"
+        ),
+        command_comment(trainer["command"], trainer["args"]),
+    ]

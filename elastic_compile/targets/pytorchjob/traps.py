@@ -6,7 +6,7 @@ whose flags override what the operator injects, a launcher inside a launcher, no
 rendezvous at all, torchrun's restart count of 0, a backoffLimit that counts nothing,
 restartPolicy left to a default its own CRD misdescribes, torchrun under ExitCode (which its exit
 code of 1 defeats), and the pod rules every target
-shares (:mod:`elastic_compile.targets.doctor`).
+shares (:mod:`elastic_compile.targets.traps`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from elastic_compile.core.engine_env import operator_v1_names
 from elastic_compile.core.manifest import as_int, as_mapping
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
-from elastic_compile.targets.doctor import PER_POD, launcher_findings, pod_findings
 from elastic_compile.targets.pytorchjob.checks import webhook_findings
+from elastic_compile.targets.traps import PER_POD, launcher_findings, pod_findings
 
 _BASE: Path = ("spec", "pytorchReplicaSpecs")
 

@@ -1,8 +1,9 @@
 """``elastic-compile import``: a job we did not write, as elastic.yaml.
 
 Input is a manifest stream (a PyTorchJob, several, or ``kubectl kustomize`` output) or a
-torchrun command line. Each target that can be read back has an ``adopt`` module beside
-it (:mod:`elastic_compile.targets.pytorchjob.adopt`); this module loads the input with the
+torchrun command line. Each target that can be read back has a ``readback`` module beside
+it (:mod:`elastic_compile.targets.pytorchjob.readback`), over what they share
+(:mod:`elastic_compile.targets.readback`); this module loads the input with the
 project's loader (its limits, its located errors), hands each document to its target,
 writes the spec (only non-default values, a comment where a value was changed), and
 proves it: the spec text is validated and compiled like any other, and a value it cannot
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from elastic_compile import targets as registry
 from elastic_compile.compiler import inputs
 from elastic_compile.compiler.pipeline import compile_spec
 from elastic_compile.core import safefs
@@ -27,17 +29,10 @@ from elastic_compile.core.loader import Loaded, load_stream, load_text
 from elastic_compile.core.source import read_input
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.validate import validate
-from elastic_compile.targets import network
-from elastic_compile.targets.adopt import (
-    Draft,
-    Injected,
-    Launch,
-    Note,
-    apply_launch,
-    in_document,
-    read_launch,
-    spec_order,
-)
+from elastic_compile.targets import Reader, Target, network
+from elastic_compile.targets.readback.command_line import Launch, read_launch
+from elastic_compile.targets.readback.draft import Draft, Note, in_document, spec_order
+from elastic_compile.targets.readback.launch_settings import Injected, apply_launch
 
 #: Manifests go deeper than specs: a pod template inside a replica inside a job.
 MANIFEST_DEPTH = 160
@@ -45,44 +40,23 @@ MANIFEST_DEPTH = 160
 
 @dataclass(frozen=True)
 class Importer:
-    """One kind that can be read back: its target and the function that maps it."""
+    """One kind that can be read back: the target that reads it, and how."""
 
-    api_version: str
-    kind: str
-    target: str
-    #: The document, every document of its stream (a TrainJob's runtime may be there), and the
-    #: image's entrypoint when the user gave it (--entrypoint).
-    read: Callable[[Loaded, Sequence[Loaded], Sequence[str] | None], Draft]
+    target: Target
+    reader: Reader
 
 
-def _pytorchjob(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Sequence[str] | None) -> Draft:
-    from elastic_compile.targets.pytorchjob.adopt import pytorchjob_to_spec
-
-    return pytorchjob_to_spec(loaded, entrypoint)
-
-
-def _trainjob(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Sequence[str] | None) -> Draft:
-    from elastic_compile.targets.trainjob.adopt import trainjob_to_spec
-
-    return trainjob_to_spec(loaded, stream, entrypoint)
-
-
-IMPORTERS: tuple[Importer, ...] = (
-    Importer("kubeflow.org/v1", "PyTorchJob", "pytorchjob", _pytorchjob),
-    Importer("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjob", _trainjob),
-)
-#: Kinds a stream may hold beside the jobs, read by their job's import (a TrainJob's runtime).
-COMPANIONS = (
-    ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
-    ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"),
-)
+def importers() -> tuple[Importer, ...]:
+    """Every kind some registered target reads back, in the targets' order."""
+    return tuple(Importer(target, reader) for target in registry.every() for reader in target.readers())
 
 
 def importer_for(doc: Any) -> Importer | None:
     """The importer of a document's apiVersion and kind, or None."""
     if not isinstance(doc, dict):
         return None
-    return next((i for i in IMPORTERS if (doc.get("apiVersion"), doc.get("kind")) == (i.api_version, i.kind)), None)
+    key = (doc.get("apiVersion"), doc.get("kind"))
+    return next((i for i in importers() if key == (i.reader.api_version, i.reader.kind)), None)
 
 
 @dataclass(frozen=True)
@@ -140,7 +114,7 @@ def import_stream(raw: bytes | str, file: str, *, entrypoint: Sequence[str] | No
 
 
 def _kinds() -> str:
-    return " or ".join(f"{i.kind} ({i.api_version})" for i in IMPORTERS)
+    return " or ".join(f"{i.reader.kind} ({i.reader.api_version})" for i in importers())
 
 
 def _companion(doc: Any) -> bool:
@@ -150,21 +124,22 @@ def _companion(doc: Any) -> bool:
         # The compiler's NetworkPolicy (it selects the label of ours the pods carry): network_policy: true.
         selector = (doc.get("spec") or {}).get("podSelector") if isinstance(doc.get("spec"), dict) else None
         return isinstance(selector, dict) and network.POD_LABEL in (selector.get("matchLabels") or {})
-    return (doc.get("apiVersion"), doc.get("kind")) in COMPANIONS
+    key = (doc.get("apiVersion"), doc.get("kind"))
+    return any(key in i.reader.companions for i in importers())
 
 
 def _import_one(
     loaded: Loaded, importer: Importer, stream: Sequence[Loaded], entrypoint: Sequence[str] | None
 ) -> Imported:
-    draft = importer.read(loaded, stream, entrypoint)
-    label = f"{importer.kind} {_name(loaded.data)}"
+    draft = importer.reader.read(loaded, stream, entrypoint)
+    label = f"{importer.reader.kind} {_name(loaded.data)}"
 
     def locate(path: tuple[str | int, ...], message: str, given: str | None = None) -> Problem:
         real = draft.real(path)
         document, where = in_document(real)
         return _located(stream[document] if document is not None else loaded, where, message, given)
 
-    return _finish(draft, f"{loaded.file} ({label})", locate, importer.target)
+    return _finish(draft, f"{loaded.file} ({label})", locate, importer.target.name)
 
 
 def _name(doc: Any) -> str:
@@ -178,15 +153,19 @@ def _located(loaded: Loaded, path: Sequence[str | int], message: str, given: str
     return dataclasses.replace(problem, given=given)
 
 
-def _finish(draft: Draft, origin: str, locate: Callable[..., Problem], target: str = "pytorchjob") -> Imported:
-    """Validate and compile the draft; errors are located where the value came from."""
+def _finish(draft: Draft, origin: str, locate: Callable[..., Problem], target: str | None = None) -> Imported:
+    """Validate and compile the draft; errors are located where the value came from.
+
+    ``target``: the target that read it, which must compile it back; None: the spec's own
+    (a torchrun command line gives none).
+    """
     if draft.errors:
         raise SpecError([locate(p, f"cannot import: {m}", g) for p, m, g in draft.errors])
     text = render_spec(draft, origin)
     loaded = load_text(text, "<imported spec>")
     try:
         spec = validate(loaded)
-        compile_spec(spec, (target,), loaded=loaded)
+        compile_spec(spec, (target,) if target is not None else None, loaded=loaded)
     except SpecError as e:
         raise SpecError([_back(draft, p, locate) for p in e.problems]) from e
     notes = tuple(

@@ -1,7 +1,10 @@
-"""ElasticSpec -> the PyTorchJob plan: every decision about the job, as plain frozen data.
+"""ElasticSpec -> the worker plan: every decision about the training operator v1's job, as plain frozen data.
 
-Templates only print what is here. Each derived value carries its reason in a comment, and
-each layout rule points at the operator fact that forces it (training-operator v1.9.4: pkg/controller.v1/pytorch/).
+The PyTorchJob and the PodTemplate print it (one plan, so their pods never drift apart);
+the lints and ``--explain`` describe it whatever the targets of a compile (the TrainJob
+has its own plan, over the same pod: targets/trainjob/plan.py). Templates only print what
+is here. Each derived value carries its reason in a comment, and each layout rule points at
+the operator fact that forces it (training-operator v1.9.4: pkg/controller.v1/pytorch/).
 """
 
 from __future__ import annotations
@@ -12,6 +15,17 @@ from typing import Any
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
 from elastic_compile.targets.pod import build_pod_template, job_labels, object_metadata
+
+#: Lints about the training operator v1's own restart rules: they say nothing of another
+#: engine's job (a Job's backoffLimit counts OnFailure restarts and replaced pods alike).
+OPERATOR_LINTS = frozenset({"EC110", "EC116"})
+#: Lints about the training operator's headless services, which publish a pod only once it is
+#: Ready: the operator sets no publishNotReadyAddresses (kubeflow/trainer@v1.9.4:
+#: pkg/controller.v1/common/service.go:230-231). JobSet (under a TrainJob) defaults it to true
+#: (kubernetes-sigs/jobset@v0.12.0:pkg/webhooks/jobset_webhook.go:137-138, used by
+#: pkg/controllers/jobset_controller.go:816). Every target whose pods the operator runs claims them
+#: (the PyTorchJob, Flyte's: its PyTorch plugins create one, the PodTemplate of a v1 Worker).
+SERVICE_LINTS = frozenset({"EC114"})
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ same input (ours, or one written beside the job), its node job is read too: nati
 sidecars, init containers, the node container's other fields, the pod's restartPolicy
 and the Job's backoffLimit. The pieces are put together as one pod template, whose
 paths point back at where each piece was (:attr:`Draft.aliases`), and read like a
-PyTorchJob's Worker (:func:`elastic_compile.targets.adopt.adopt_pod`).
+PyTorchJob's Worker (:func:`elastic_compile.targets.readback.pod_template.adopt_pod`).
 """
 
 from __future__ import annotations
@@ -24,23 +24,11 @@ from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.models import KUEUE_PRIORITY_LABEL as LABEL_KUEUE_PRIORITY
 from elastic_compile.schema.models import KUEUE_QUEUE_LABEL as LABEL_KUEUE_QUEUE
 from elastic_compile.schema.models import mounts_shm
-from elastic_compile.targets.adopt import (
-    Draft,
-    Injected,
-    Launch,
-    Path,
-    PodSource,
-    adopt_metadata,
-    adopt_pod,
-    apply_launch,
-    drop_default_nproc,
-    entrypoint_argv,
-    other_document,
-    read_launch,
-    schema_problems,
-    shutdown_seconds,
-    spec_order,
-)
+from elastic_compile.targets.readback.command_line import Launch, entrypoint_argv, read_launch
+from elastic_compile.targets.readback.draft import Draft, Path, other_document, shutdown_seconds, spec_order
+from elastic_compile.targets.readback.job_object import adopt_metadata, drop_default_nproc, schema_problems
+from elastic_compile.targets.readback.launch_settings import Injected, apply_launch
+from elastic_compile.targets.readback.pod_template import PodSource, adopt_pod
 from elastic_compile.targets.trainjob import SCHEMA_FILES, api
 from elastic_compile.targets.trainjob.plan import PATCH_MANAGER
 

@@ -2,8 +2,9 @@
 
 ``elastic-compile doctor`` reads hand-written jobs. Each rule here looks at one pod
 template of such a job and returns :class:`~elastic_compile.targets.checks.Finding`s
-named by rule; the command gives each rule its stable code
-(:mod:`elastic_compile.compiler.doctor`). The compiler never writes these traps (its own
+named by rule (:data:`RULES`: the rules every Kubernetes target's pods share; each target
+has its own beside it, ``Target.doctor_rules``); the command gives each rule its stable
+code (:mod:`elastic_compile.compiler.doctor`). The compiler never writes these traps (its own
 output passes every rule: a test holds it to that), so they live apart from the checks
 that run on every compile.
 """
@@ -17,11 +18,34 @@ from elastic_compile import contract
 from elastic_compile.core.manifest import as_mapping
 from elastic_compile.schema.launchers import launcher_kind, nested_launcher
 from elastic_compile.schema.models import mounts_shm
-from elastic_compile.targets.adopt import Draft, container_argv, read_launch
+from elastic_compile.targets.checks import DoctorRule, Finding
 from elastic_compile.targets.checks import FieldPath as Path
-from elastic_compile.targets.checks import Finding
-from elastic_compile.targets.launcher import exit_codes_lost
+from elastic_compile.targets.launcher import TORCHRUN_EXIT_CODES, exit_codes_lost
 from elastic_compile.targets.pod import ISTIO_INJECT
+from elastic_compile.targets.readback.command_line import container_argv, read_launch
+from elastic_compile.targets.readback.draft import Draft
+
+#: The rules of this module and of those every Kubernetes target's checks share (names and
+#: pods), by the codes doctor has always printed for them.
+RULES: tuple[DoctorRule, ...] = (
+    DoctorRule("DR007", "name-too-long", "the pods' names (<name>-worker-<index>, JobSet's "
+               "<name>-node-0-<index>-xxxxx) must fit 63 characters, or the pods and services are never created"),
+    DoctorRule("DR008", "no-shm", "without a memory-backed /dev/shm, DataLoader workers and NCCL die with 'Bus error'"),
+    DoctorRule("DR009", "launcher-overrides", "a launcher flag beats the PET_* the engine injects with another value: "
+               "the pods disagree with the manifest"),
+    DoctorRule("DR010", "nested-launcher", "a launcher inside a launcher: nproc_per_node² processes, outside the "
+               "rendezvous"),
+    DoctorRule("DR011", "operator-env", "env the operator or torch elastic sets, written by hand: duplicated and "
+               "overridden"),
+    DoctorRule("DR012", "regular-sidecar", "a regular sidecar keeps running, so the pod never completes and the job "
+               "never succeeds"),
+    DoctorRule("DR014", "no-max-restarts", "torchrun's default of 0 restarts fails an elastic job at its first blip"),
+    DoctorRule("DR017", "pod-restart-policy", "the operator overwrites the pod template's restartPolicy"),
+    DoctorRule("DR018", "istio-sidecar", "an Istio sidecar breaks the rendezvous and keeps the pod from completing"),
+    DoctorRule("DR019", "host-network-dns", "hostNetwork pods resolve with the node's DNS unless dnsPolicy is "
+               "ClusterFirstWithHostNet"),
+    DoctorRule("DR026", "torchrun-exit-codes", TORCHRUN_EXIT_CODES),
+)  # fmt: skip
 
 
 def _containers(pod: Mapping[str, Any]) -> Iterator[tuple[int, Mapping[str, Any]]]:

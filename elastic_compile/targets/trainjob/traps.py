@@ -20,10 +20,10 @@ from elastic_compile.core.manifest import as_int, as_mapping
 from elastic_compile.schema.launchers import launcher_kind, nested_launcher
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
-from elastic_compile.targets.doctor import PER_POD, has_shm, istio_findings, launcher_findings, no_shm
 from elastic_compile.targets.trainjob import api
-from elastic_compile.targets.trainjob.adopt import find_runtime
 from elastic_compile.targets.trainjob.checks import manifest_findings
+from elastic_compile.targets.trainjob.readback import find_runtime
+from elastic_compile.targets.traps import PER_POD, has_shm, istio_findings, launcher_findings, no_shm
 
 #: torchrun's options against what the torch plugin injects (Trainer v2.3
 #: pkg/runtime/framework/plugins/torch/torch.go).

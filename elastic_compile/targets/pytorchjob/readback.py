@@ -1,7 +1,7 @@
 """A PyTorchJob (kubeflow.org/v1) read back into elastic.yaml: the reverse of this target's plan.
 
 Any replica layout is read: Worker-only or Master + Worker, elastic or not. The compiled
-job is always Worker-only (plan.py says why), so a Master is folded into the Workers:
+job is always Worker-only (targets/worker.py says why), so a Master is folded into the Workers:
 it was one more node of the same job. Topology comes from the replicas and
 ``elasticPolicy``; the launcher's flags in the container command beat what the operator
 injects, as they do in torchrun (torch/distributed/run.py). The operator's defaults
@@ -19,21 +19,11 @@ from typing import Any
 from elastic_compile import contract
 from elastic_compile.core.loader import Loaded
 from elastic_compile.core.manifest import as_int, as_mapping
-from elastic_compile.targets.adopt import (
-    Draft,
-    Injected,
-    Path,
-    PodSource,
-    adopt_metadata,
-    adopt_pod,
-    apply_launch,
-    drop_default_nproc,
-    entrypoint_argv,
-    read_launch,
-    schema_problems,
-    shutdown_seconds,
-    spec_default,
-)
+from elastic_compile.targets.readback.command_line import entrypoint_argv, read_launch
+from elastic_compile.targets.readback.draft import Draft, Path, shutdown_seconds, spec_default
+from elastic_compile.targets.readback.job_object import adopt_metadata, drop_default_nproc, schema_problems
+from elastic_compile.targets.readback.launch_settings import Injected, apply_launch
+from elastic_compile.targets.readback.pod_template import PodSource, adopt_pod
 
 #: The operator's defaults the spec replaces (pytorch_defaults.go).
 OPERATOR_RESTART_POLICY = "OnFailure"
