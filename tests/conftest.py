@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from support import crdcheck
+from support.cli import Cli
 
 CRDS_UNSET = (
     f"{crdcheck.CRDS_ENV} is not set: this test needs the upstream CRD files "
@@ -47,3 +48,20 @@ def check_manifest(pytorchjob_validator: crdcheck.CrdValidator) -> Callable[[Map
     """``crdcheck.check_manifest`` (needs jsonschema and kubernetes-validate, the test extra)."""
     pytest.importorskip("kubernetes_validate", reason="install the test extra: pip install -e '.[test]'")
     return crdcheck.check_manifest
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    """``elastic-compile`` in this process: ``cli("spec.yaml", "-t", "all")`` -> ``(code, out, err)``.
+
+    Arguments may be paths; standard output and error are what the command printed.
+    """
+    from elastic_compile.compiler.cli import main
+
+    def run(*argv: str | Path) -> tuple[int, str, str]:
+        capsys.readouterr()  # what came before is not this command's
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

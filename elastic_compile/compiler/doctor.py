@@ -48,13 +48,17 @@ OWN_RULES: tuple[DoctorRule, ...] = (
 )  # fmt: skip
 
 
-@cache
 def rules() -> tuple[DoctorRule, ...]:
     """Every doctor rule, by code: doctor's own, the pod traps every target shares, each target's.
 
     Raises ``ValueError`` when two rules share a code or a name (a target's mistake).
     """
-    every = [*OWN_RULES, *traps.RULES, *(rule for target in registry.every() for rule in target.doctor_rules)]
+    return _rules(registry.names())
+
+
+@cache
+def _rules(names: tuple[str, ...]) -> tuple[DoctorRule, ...]:
+    every = [*OWN_RULES, *traps.RULES, *(rule for name in names for rule in registry.get(name).doctor_rules)]
     for key in ("code", "name"):
         seen: dict[str, DoctorRule] = {}
         for rule in every:
@@ -91,20 +95,29 @@ def _schema(schema_file: str, api_version: str, kind: str) -> Checker:
 
 @dataclass(frozen=True)
 class _Kind:
-    """A kind doctor checks: its checks (the schema's first) and whether it is a job."""
+    """A kind doctor checks: its CRD schema's check (None: none shipped), its other checks, whether it is a job."""
 
-    checks: tuple[Checker, ...]
+    schema: Checker | None
+    others: tuple[Checker, ...]
     job: bool
+
+    @property
+    def checks(self) -> tuple[Checker, ...]:
+        return self.others if self.schema is None else (self.schema, *self.others)
+
+
+def _kinds() -> Mapping[tuple[str, str], _Kind]:
+    """(apiVersion, kind) -> its checks: the CRD schema, the target's rules, the pod values, the text lints."""
+    return _kinds_of(registry.names())
 
 
 @cache
-def _kinds() -> Mapping[tuple[str, str], _Kind]:
-    """(apiVersion, kind) -> its checks: the CRD schema, the target's rules, the pod values, the text lints."""
+def _kinds_of(names: tuple[str, ...]) -> Mapping[tuple[str, str], _Kind]:
     found: dict[tuple[str, str], _Kind] = {}
-    for target in registry.every():
-        for e in target.examined():
-            checks = (_schema(e.schema_file, e.api_version, e.kind), e.rules, e.values, _text)
-            found.setdefault((e.api_version, e.kind), _Kind(checks, e.job))
+    for name in names:
+        for e in registry.get(name).examined():
+            schema = _schema(e.schema_file, e.api_version, e.kind) if e.schema_file is not None else None
+            found.setdefault((e.api_version, e.kind), _Kind(schema, (e.rules, e.values, _text), e.job))
     return found
 
 
@@ -165,9 +178,9 @@ def _checkers(doc: Any) -> tuple[Checker, ...]:
 
 
 def _schema_findings(doc: Any) -> list[Finding]:
-    """The CRD schema check's findings on ``doc`` ([] for a kind doctor does not check)."""
-    checks = _checkers(doc)
-    return checks[0](doc, ()) if checks else []
+    """The CRD schema check's findings on ``doc`` ([] for a kind doctor does not check, or without a schema)."""
+    found = _kind(doc)
+    return found.schema(doc, ()) if found is not None and found.schema is not None else []
 
 
 def doctor_stream(raw: bytes | str, file: str) -> Report:

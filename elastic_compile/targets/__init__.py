@@ -18,7 +18,7 @@ asked for, so ``-t pytorchjob`` never imports Flyte's code.
 
 Registration, as torchx registers its schedulers: the built-in targets are
 :data:`BUILTIN`; an installed distribution adds one through the entry point group
-:data:`ENTRY_POINT_GROUP` (``toy = "my_package.toy:TARGET"``, the name being the ``-t``
+:data:`ENTRY_POINT_GROUP` (``mine = "my_package.mine:TARGET"``, the name being the ``-t``
 name), and code that runs before compiling (a notebook, a test, a platform's wrapper) calls
 :func:`register`. docs/architecture.md has an example.
 
@@ -95,8 +95,9 @@ class Examined:
 
     api_version: str
     kind: str
-    #: The compact schema of the kind (elastic_compile/schema/compact/).
-    schema_file: str
+    #: The compact schema of the kind (a file of elastic_compile/schema/compact/); None when
+    #: the package ships none (a target from elsewhere): its rules read the shapes they need.
+    schema_file: str | None
     #: The target's own traps for this kind (findings named by :attr:`Target.doctor_rules`
     #: or by the rules every Kubernetes target shares, :data:`.traps.RULES`).
     rules: Checker
