@@ -540,9 +540,10 @@ def _apply(argv: Sequence[str]) -> int:
 
 
 def _compile(ns: argparse.Namespace) -> int:
+    from elastic_compile import api
     from elastic_compile.compiler import inputs, lint, output, writer
     from elastic_compile.compiler.diagnostics import Progress, Reporter, counted
-    from elastic_compile.compiler.pipeline import Compiled, compile_path, resolver, unique_problems
+    from elastic_compile.compiler.pipeline import Compiled, resolver, unique_problems
     from elastic_compile.core.errors import Problem, SpecError
 
     if ns.output is not None and ns.check:
@@ -574,7 +575,7 @@ def _compile(ns: argparse.Namespace) -> int:
     progress = Progress(len(found.jobs), fmt=ns.message_format)
     for done, path in enumerate(found.jobs, 1):
         try:
-            compiled.append(compile_path(path, None if ns.target is None else (ns.target,), ns.templates, bases))
+            compiled.append(api.compile_file(path, ns.target, templates=ns.templates, bases=bases))
         except SpecError as e:
             problems.extend(e.problems)
         progress.step(done)

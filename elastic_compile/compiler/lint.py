@@ -237,6 +237,39 @@ def _applies(found: Lint, c: Compiled) -> bool:
     return any(found.code in target.lint_codes(chosen) for target in chosen)
 
 
+def _check_codes(compiled: Sequence[Compiled], ignore: Sequence[str]) -> None:
+    """``SpecError`` for unknown codes (``--ignore`` or a spec's ``lint:`` map)."""
+    bad = [code for code in ignore if not known(code)]
+    if bad:
+        raise SpecError([Problem("elastic-compile", 0, 0, "usage", f"--ignore: {_unknown_message(bad[0])}")])
+    problems = [p for c in compiled for p in spec_code_problems(c.loaded, c.spec)]
+    if problems:
+        raise SpecError(problems)
+
+
+def _fired(c: Compiled, ignore: Sequence[str], severity: str) -> Iterator[tuple[Problem, bool]]:
+    """The located lines of one compiled spec: its own lints in file order, then its custom templates'.
+
+    Each comes with whether it is located in the spec (or a base it extends).
+    """
+    # In file order, like errors: a reader fixes them top to bottom.
+    for problem in sorted(
+        found.problem(c.loaded, severity) for found in active(c.spec, c.plan, ignore) if _applies(found, c)
+    ):
+        yield problem, True
+    for template, found in output_active(c, ignore):
+        yield found.output_problem(template, severity), False
+
+
+def problems(compiled: Compiled, ignore: Sequence[str] = (), severity: str = "warning") -> list[Problem]:
+    """The active lints of one compiled spec as located problems (``Compiled.warnings``).
+
+    Raises ``SpecError`` for unknown codes (``ignore`` or the spec's ``lint:`` map).
+    """
+    _check_codes([compiled], ignore)
+    return [problem for problem, _in_spec in _fired(compiled, ignore, severity)]
+
+
 def report(
     compiled: Sequence[Compiled],
     ignore: Sequence[str],
@@ -252,28 +285,17 @@ def report(
     """
     from elastic_compile.compiler.diagnostics import Reporter
 
-    bad = [code for code in ignore if not known(code)]
-    if bad:
-        raise SpecError([Problem("elastic-compile", 0, 0, "usage", f"--ignore: {_unknown_message(bad[0])}")])
-    problems = [p for c in compiled for p in spec_code_problems(c.loaded, c.spec)]
-    if problems:
-        raise SpecError(problems)
+    _check_codes(compiled, ignore)
     out = reporter if reporter is not None else Reporter(stream=stream if stream is not None else sys.stderr)
     fired = False
     severity = "error" if strict else "warning"
     shown: set[Problem] = set()
     for c in compiled:
-        # In file order, like errors: a reader fixes them top to bottom.
-        for problem in sorted(
-            found.problem(c.loaded, severity) for found in active(c.spec, c.plan, ignore) if _applies(found, c)
-        ):
+        for problem, in_spec in _fired(c, ignore, severity):
             fired = True
-            if problem not in shown:  # a base's line, found in every spec extending it: once
+            if not in_spec or problem not in shown:  # a base's line, found in every spec extending it: once
                 shown.add(problem)
                 out.lint(problem)
-        for template, found in output_active(c, ignore):
-            fired = True
-            out.lint(found.output_problem(template, severity))
     out.flush_lints()
     return strict and fired
 

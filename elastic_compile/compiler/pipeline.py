@@ -7,6 +7,7 @@ files) is the CLI's job; everything here returns data.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,7 +17,7 @@ from typing import Any
 from elastic_compile import targets as registry
 from elastic_compile.compiler.render import custom_template, render
 from elastic_compile.core import extends
-from elastic_compile.core.errors import CompileError, Problem, SpecError
+from elastic_compile.core.errors import CompileError, Problem, SpecError, UnknownTargetError
 from elastic_compile.core.loader import Loaded, load_text
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.extends import load_spec, resolver, unique_problems
@@ -51,10 +52,13 @@ class Output:
 
 @dataclass(frozen=True)
 class Compiled:
-    """Everything one spec compiled to.
+    """Everything one spec compiled to: the spec, and each document rendered, parsed back and checked.
 
-    ``plan`` is the worker plan (layout, pod template, launcher command) that lints and
-    ``--explain`` describe, whatever the targets.
+    :attr:`documents` and :attr:`files` give the documents as plain data (dicts, lists,
+    strings, numbers, booleans), :meth:`text` as ``elastic-compile`` prints them, and
+    :meth:`warnings` the lint lines it prints on stderr. ``plan`` is the worker plan
+    (layout, pod template, launcher command) that lints and ``--explain`` describe, whatever
+    the targets.
     """
 
     loaded: Loaded | None
@@ -69,19 +73,63 @@ class Compiled:
         """The worker plan of ``spec``."""
         return self.known_plan if self.known_plan is not None else spec_to_plan(self.spec)
 
+    @property
+    def documents(self) -> list[dict[str, Any]]:
+        """Every document, in output order, as plain data (a copy: changing it changes nothing here)."""
+        return [copy.deepcopy(o.doc) for o in self.outputs]
 
-def resolve_targets(spec: ElasticSpec, names: Sequence[str] | None) -> tuple[Target, ...]:
-    """The targets ``names`` asks for.
+    @property
+    def files(self) -> dict[str, dict[str, Any]]:
+        """Every document by its file name in an ``-o`` base (``pytorchjob.yaml``), as plain data (a copy)."""
+        return {o.filename: copy.deepcopy(o.doc) for o in self.outputs}
+
+    def text(self, fmt: str = "yaml") -> str:
+        """The documents as ``elastic-compile`` prints them: one YAML stream, or JSON (``fmt="json"``)."""
+        from elastic_compile.compiler.output import stream_text
+
+        if fmt not in ("yaml", "json"):
+            raise ValueError(f"unknown format {fmt!r}; valid formats: yaml, json")
+        return stream_text([self], fmt)
+
+    def warnings(self, ignore: Sequence[str] = ()) -> list[str]:
+        """The lint warnings ``elastic-compile`` prints for this spec, one located line each.
+
+        ``ignore``: codes to silence, as ``--ignore`` does (the spec's ``lint:`` map always
+        does). Raises ``SpecError`` for an unknown code, here or in the spec.
+        """
+        from elastic_compile.compiler import lint
+
+        return [str(problem) for problem in lint.problems(self, ignore)]
+
+
+def target_names(targets: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """``targets`` as a tuple of names: one name (``"trainjob"``, ``"all"``), several, or None (the spec's own).
+
+    Raises :class:`UnknownTargetError`, which lists the valid names, for a name no
+    registered target has (``all`` only alone).
+    """
+    if targets is None:
+        return None
+    names = (targets,) if isinstance(targets, str) else tuple(targets)
+    valid = registry.names()
+    for name in names:
+        if name not in valid and not (name == ALL and len(names) == 1):
+            raise UnknownTargetError(name, [*valid, ALL])
+    if not names:
+        raise UnknownTargetError("", [*valid, ALL])
+    return names
+
+
+def resolve_targets(spec: ElasticSpec, names: str | Sequence[str] | None) -> tuple[Target, ...]:
+    """The targets ``names`` asks for (see :func:`target_names`).
 
     None means the spec's own ``target`` (what a plain ``elastic-compile SPEC`` emits);
     ``all`` expands to those whose ``in_all`` takes ``spec``.
     """
-    if names is None:
-        names = (spec.target,)
-    if tuple(names) == (ALL,):
-        chosen = [registry.get(n) for n in registry.names()]
-        return tuple(t for t in chosen if t.in_all(spec))
-    return tuple(registry.get(n) for n in names)
+    chosen = target_names(names) or (spec.target,)
+    if chosen == (ALL,):
+        return tuple(t for t in registry.every() if t.in_all(spec))
+    return tuple(registry.get(n) for n in chosen)
 
 
 def render_document(target: Target, document: Document, spec: ElasticSpec, template_dir: Path | None) -> Output:
@@ -111,11 +159,11 @@ def _once(planned: Sequence[tuple[Target, Document]]) -> list[tuple[Target, Docu
 
 def compile_spec(
     spec: ElasticSpec,
-    targets: Sequence[str] | None = None,
+    targets: str | Sequence[str] | None = None,
     template_dir: Path | None = None,
     loaded: Loaded | None = None,
 ) -> Compiled:
-    """Compile a validated spec for ``targets`` (names, ``("all",)``, or None: the spec's ``target``).
+    """Compile a validated spec for ``targets`` (a name, names, ``all``, or None: the spec's ``target``).
 
     Raises ``SpecError`` (located through ``loaded``) when a target cannot carry a
     setting, and ``CompileError`` when a template fails or renders something wrong.
@@ -138,7 +186,7 @@ def compile_spec(
 
 def compile_path(
     path: str | Path,
-    targets: Sequence[str] | None = None,
+    targets: str | Sequence[str] | None = None,
     template_dir: Path | None = None,
     bases: extends.Resolver | None = None,
 ) -> Compiled:
@@ -153,7 +201,7 @@ def compile_path(
 def compile_text(
     text: str | bytes,
     file: str = "<string>",
-    targets: Sequence[str] | None = None,
+    targets: str | Sequence[str] | None = None,
     template_dir: Path | None = None,
 ) -> Compiled:
     """Compile spec text (used by tests and the fuzzer)."""
@@ -166,6 +214,7 @@ __all__ = [
     "ALL",
     "Compiled",
     "Output",
+    "UnknownTargetError",
     "compile_path",
     "compile_spec",
     "compile_text",
@@ -173,5 +222,6 @@ __all__ = [
     "render_document",
     "resolve_targets",
     "resolver",
+    "target_names",
     "unique_problems",
 ]

@@ -95,3 +95,17 @@ class CompileError(Exception):
     def __init__(self, where: str, message: str) -> None:
         self.where = where
         super().__init__(f"{where}: {message}")
+
+
+class UnknownTargetError(ValueError):
+    """A target name that no registered target has (from Python; the CLI's ``-t`` offers only valid ones).
+
+    The message lists the valid names: ``unknown target 'pytorchjbo'; valid targets:
+    pytorchjob, trainjob, podtemplate, flyte, flyte2, all``.
+    """
+
+    def __init__(self, name: object, valid: Sequence[str]) -> None:
+        self.name = name
+        self.valid = tuple(valid)
+        what = f"unknown target {name!r}" if name != "" else "no target given"
+        super().__init__(f"{what}; valid targets: {', '.join(self.valid)}")
