@@ -16,6 +16,7 @@ Templating YAML as text is where Helm got hurt (quoting, booleans, injection), s
 
 from __future__ import annotations
 
+import functools
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Final
@@ -114,15 +115,9 @@ def render(
         from elastic_compile.compiler import sandbox
 
         where = f"template {source}"
-        env = _cached_environment(template_dir, package_templates)
-
-        def work() -> str:
-            # Compiled here too: compiling a template is work its author controls.
-            template = env.get_template(template_name)
-            return sandbox.stream_bounded(template.generate(**context))
-
         try:
-            text = sandbox.render_limited(work, lambda e: _describe(e, where))
+            args = (template_dir, package_templates, template_name, context)
+            text = sandbox.render_limited(_render_custom, args, functools.partial(_describe, where=where))
         except sandbox.LimitExceeded as e:
             raise CompileError(where, str(e)) from e
     try:
@@ -136,6 +131,14 @@ def render(
     if not isinstance(data, dict):
         raise CompileError(where, "output is not a YAML mapping")
     return data
+
+
+def _render_custom(template_dir: Path, package_templates: Path, template_name: str, context: dict[str, Any]) -> str:
+    """What the sandbox's child runs: compile and render one custom template (its author controls both)."""
+    from elastic_compile.compiler import sandbox
+
+    template = _cached_environment(template_dir, package_templates).get_template(template_name)
+    return sandbox.stream_bounded(template.generate(**context))
 
 
 def custom_template(template_dir: Path, template_name: str) -> Path | None:

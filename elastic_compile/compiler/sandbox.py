@@ -13,20 +13,31 @@ was not given, nor hang or exhaust the runner. Three layers, each enough for its
   methods, ``format``, filters) first checks the size of what it would build against
   :data:`MAX_VALUE_SIZE`. One C-level call can then take milliseconds, not minutes.
 * **a hard limit** (:func:`render_limited`): the whole compile and render of a custom
-  template runs in a forked child with ``RLIMIT_CPU`` and ``RLIMIT_AS`` set, so whatever
-  the bounds missed ends in a located error instead of a hung or swapping CI runner.
+  template runs in a child process with ``RLIMIT_CPU`` and ``RLIMIT_AS`` set, so whatever
+  the bounds missed ends in a located error instead of a hung or swapping CI runner. A
+  single-threaded process forks it; a threaded one (where ``fork`` may deadlock the child
+  on a lock another thread held) starts a new interpreter, which limits itself. Where the
+  system does not give a process its mapped size (no ``/proc``: macOS, the BSDs), the
+  address-space limit is not set (:func:`hard_limits` says what holds).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
 import json
+import math
 import os
+import pickle
 import re
 import resource
 import select
 import signal
 import stat
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -512,18 +523,54 @@ _STR_METHODS["join"] = None  # measured in BoundedSandbox.call, where the items 
 # --------------------------------------------------------------------------- the hard limit
 
 
+#: Turns an exception raised in the renderer into ``(kind, message)``.
+Describe = Callable[[BaseException], tuple[str, str]]
+
+
 class LimitExceeded(Exception):
     """The child rendering a custom template hit a hard limit or died."""
 
 
-def _limit_child() -> None:
+#: Where Linux gives a process its mapped size (VmSize), which the address-space limit adds to;
+#: absent on macOS and the BSDs, where the limit is not set (the CPU limit and the bounds hold).
+PROC_STATUS = "/proc/self/status"
+#: One entry per thread of this process (Linux), threads of C libraries included.
+PROC_TASKS = "/proc/self/task"
+
+
+def _mapped_bytes() -> int | None:
+    """What this process maps now, or None where the system does not say (no /proc)."""
+    try:
+        with open(PROC_STATUS) as f:
+            return next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:")), None)
+    except OSError:
+        return None
+
+
+def hard_limits() -> tuple[str, ...]:
+    """The hard limits a custom template renders under on this machine (docs/security.md)."""
+    limits = [f"{CPU_SECONDS} s of CPU", f"{WALL_SECONDS:g} s of wall clock"]
+    if _mapped_bytes() is not None:
+        limits.insert(1, f"{ADDRESS_SPACE_BYTES >> 20} MiB of address space")
+    return tuple(limits)
+
+
+def _limit_child(*, spawned: bool) -> None:
+    """The renderer's own limits: no core file, CPU_SECONDS more of CPU, ADDRESS_SPACE_BYTES more mapped.
+
+    Never above a limit the caller already set (a CI runner's, a test's): lowering is allowed,
+    raising a hard limit is not, and the child would die before it answered.
+    """
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS + 1))
-    with open("/proc/self/status") as f:
-        mapped = next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:")), 0)
+    cpu = CPU_SECONDS
+    if spawned:  # a forked child starts at 0 s; a spawned one has spent its start-up already
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu += math.ceil(usage.ru_utime + usage.ru_stime)
+    _lower(resource.RLIMIT_CPU, cpu, cpu + 1)
+    mapped = _mapped_bytes()
     if mapped:
         limit = mapped + ADDRESS_SPACE_BYTES
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        _lower(resource.RLIMIT_AS, limit, limit)
 
     def out_of_cpu(_signum: int, _frame: Any) -> NoReturn:
         raise LimitExceeded(f"used more than {CPU_SECONDS} s of CPU")
@@ -531,65 +578,160 @@ def _limit_child() -> None:
     signal.signal(signal.SIGXCPU, out_of_cpu)
 
 
-def render_limited(work: Callable[[], str], describe: Callable[[BaseException], tuple[str, str]]) -> str:
-    """Run ``work`` in a forked child under CPU and address-space limits; its text.
+def _lower(which: int, soft: int, hard: int) -> None:
+    """Set a limit to ``(soft, hard)``, or to the hard limit already in force when that is lower."""
+    _, current = resource.getrlimit(which)
+    if current != resource.RLIM_INFINITY:
+        hard = min(hard, current)
+        soft = min(soft, hard)
+    resource.setrlimit(which, (soft, hard))
+
+
+def _single_threaded() -> bool:
+    """Whether this process runs one thread, so that a bare ``fork`` is safe.
+
+    A forked child of a threaded process inherits locks that other threads held (the
+    allocator's, the import lock, a logging handler's) and may hang on them. Linux lists
+    every thread, a C library's too; elsewhere only Python's threads are known.
+    """
+    try:
+        return len(os.listdir(PROC_TASKS)) == 1
+    except OSError:
+        return threading.active_count() == 1
+
+
+def render_limited(call: Callable[..., str], args: tuple[Any, ...], describe: Describe) -> str:
+    """``call(*args)`` in a child process under CPU and address-space limits; its text.
 
     ``describe`` turns an exception raised in the child into ``(kind, message)``; the
     parent raises :class:`LimitExceeded` with the message, or re-raises nothing else:
-    the child's state never comes back, only text. Platforms without ``fork`` run
-    ``work`` in-process (the bounds still hold; the hard limit does not).
+    the child's state never comes back, only text. A single-threaded process forks the
+    child; a threaded one (a notebook, a service calling :mod:`elastic_compile.api`), or
+    one without ``fork``, starts a new interpreter instead (``call``, ``args`` and
+    ``describe`` go to it pickled: module-level functions and plain data), which sets
+    the same limits on itself before it renders.
     """
-    if not hasattr(os, "fork"):  # pragma: no cover - Windows
-        return work()
+    if os.name == "nt":  # pragma: no cover - no rlimits and no select on pipes: the bounds hold, no hard limit
+        return call(*args)
+    if hasattr(os, "fork") and _single_threaded():
+        return _forked(call, args, describe)
+    return _spawned(call, args, describe)
+
+
+def _forked(call: Callable[..., str], args: tuple[Any, ...], describe: Describe) -> str:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 0
         try:
             os.close(read_fd)
-            _limit_child()
-            try:
-                payload = {"text": work()}
-            except BaseException as e:  # everything becomes one message
-                kind, message = describe(e)
-                payload = {"kind": kind, "error": message}
-            data = json.dumps(payload).encode()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_fd, view) :]
+            _limit_child(spawned=False)
+            _write_all(write_fd, _answer(call, args, describe))
         except BaseException:
             code = 70
         finally:
             os._exit(code)
     os.close(write_fd)
-    chunks: list[bytes] = []
-    received = 0
-    deadline = time.monotonic() + WALL_SECONDS
     try:
-        while True:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([read_fd], [], [], max(0.0, left))
-            if not ready:
-                os.kill(pid, signal.SIGKILL)
-                raise LimitExceeded(f"still running after {WALL_SECONDS:g} s")
-            chunk = os.read(read_fd, 1 << 20)
-            if not chunk:
-                break
-            received += len(chunk)
-            if received > 4 * MAX_OUTPUT_CHARS + 1024:  # JSON escapes at most quadruple it
-                os.kill(pid, signal.SIGKILL)
-                raise LimitExceeded("the output is too large")
-            chunks.append(chunk)
+        received = _read_answer(read_fd, lambda: os.kill(pid, signal.SIGKILL))
     finally:
         os.close(read_fd)
         _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig in (signal.SIGXCPU, signal.SIGKILL):
-            raise LimitExceeded(f"used more than {CPU_SECONDS} s of CPU (killed by {signal.Signals(sig).name})")
-        raise LimitExceeded(f"the renderer died ({signal.Signals(sig).name})")
+    signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    return _text(received, signum)
+
+
+# The spawned renderer: it reads its sys.path and its work from standard input (pickled by
+# the parent, which it trusts), limits itself, and writes its answer to standard output.
+_CHILD = "from elastic_compile.compiler import sandbox; sandbox._spawned_child()"
+
+
+def _spawned(call: Callable[..., str], args: tuple[Any, ...], describe: Describe) -> str:
+    # The sys.path first, in its own pickle: the work's functions are found through it.
+    payload = pickle.dumps(list(sys.path)) + pickle.dumps((call, args, describe))
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
     try:
-        payload = json.loads(b"".join(chunks))
+        with contextlib.suppress(BrokenPipeError, LimitExceeded):  # it died or hung before it read: see below
+            _write_all(child.stdin.fileno(), payload, deadline=time.monotonic() + WALL_SECONDS)
+        child.stdin.close()
+        received = _read_answer(child.stdout.fileno(), child.kill)
+    finally:
+        child.stdout.close()
+        status = child.wait()
+    return _text(received, -status if status < 0 else None)
+
+
+def _spawned_child() -> None:
+    """The spawned renderer's main (see :func:`_spawned`); exits 70 when it cannot answer."""
+    code = 0
+    try:
+        stream = io.BytesIO(sys.stdin.buffer.read())
+        sys.path[:] = pickle.load(stream)
+        call, args, describe = pickle.load(stream)
+        _limit_child(spawned=True)
+        _write_all(sys.stdout.fileno(), _answer(call, args, describe))
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _answer(call: Callable[..., str], args: tuple[Any, ...], describe: Describe) -> bytes:
+    """The child's answer: ``{"text": ...}``, or ``{"kind": ..., "error": ...}`` for what ``call`` raised."""
+    try:
+        payload = {"text": call(*args)}
+    except BaseException as e:  # everything becomes one message
+        kind, message = describe(e)
+        payload = {"kind": kind, "error": message}
+    return json.dumps(payload).encode()
+
+
+def _write_all(fd: int, data: bytes, *, deadline: float | None = None) -> None:
+    view = memoryview(data)
+    while view:
+        if deadline is not None:
+            _, ready, _ = select.select([], [fd], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise LimitExceeded(f"still running after {WALL_SECONDS:g} s")
+        view = view[os.write(fd, view) :]
+
+
+def _read_answer(fd: int, kill: Callable[[], None]) -> bytes:
+    """Everything the child writes to ``fd``; kills it past the wall-clock guard or the output bound."""
+    chunks: list[bytes] = []
+    received = 0
+    deadline = time.monotonic() + WALL_SECONDS
+    while True:
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(0.0, left))
+        if not ready:
+            kill()
+            raise LimitExceeded(f"still running after {WALL_SECONDS:g} s")
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        received += len(chunk)
+        if received > 4 * MAX_OUTPUT_CHARS + 1024:  # JSON escapes at most quadruple it
+            kill()
+            raise LimitExceeded("the output is too large")
+        chunks.append(chunk)
+
+
+def _text(received: bytes, signum: int | None) -> str:
+    """The child's text from its answer and the signal that ended it (None: it exited)."""
+    if signum is not None:
+        if signum in (signal.SIGXCPU, signal.SIGKILL):
+            raise LimitExceeded(f"used more than {CPU_SECONDS} s of CPU (killed by {signal.Signals(signum).name})")
+        raise LimitExceeded(f"the renderer died ({signal.Signals(signum).name})")
+    try:
+        payload = json.loads(received)
     except ValueError:
         raise LimitExceeded("the renderer died before it answered") from None
     if "error" in payload:
