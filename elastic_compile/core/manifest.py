@@ -9,12 +9,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
-# apimachinery IsDNS1035Label: the PyTorchJob webhook applies it to metadata.name, and
-# the operator names pods and services "<job>-<type>-<index>" under the same rule.
-_DNS1035_MAX: Final = 63
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+from elastic_compile.core import names
 
 _SIMPLE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
@@ -63,9 +60,9 @@ def name_errors(obj: Mapping[str, Any]) -> list[str]:
     if not isinstance(name, str):
         return [f"metadata.name: must be of type string (given: {show(name)})"]
     errors = []
-    if len(name) > _DNS1035_MAX:
-        errors.append(f"metadata.name: must be no more than {_DNS1035_MAX} characters (given: {len(name)})")
-    if not _DNS1035.match(name):
+    if len(name) > names.DNS1035_LABEL_MAX:
+        errors.append(f"metadata.name: must be no more than {names.DNS1035_LABEL_MAX} characters (given: {len(name)})")
+    if not names.DNS1035_LABEL.match(name):
         errors.append(
             "metadata.name: must be a DNS-1035 label: lower-case letters, digits and '-', "
             f"starting with a letter and ending with a letter or digit (given: {show(name)})"

@@ -33,7 +33,7 @@ from pydantic import (
 
 from elastic_compile import contract
 from elastic_compile import contract_values as cv
-from elastic_compile.core import accelerators, engine_env
+from elastic_compile.core import accelerators, engine_env, names
 from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
 from elastic_compile.core.resources import (
     MIG_PREFIX,
@@ -53,12 +53,6 @@ from elastic_compile.schema.podspec import pod_value_problems, podspec_problems
 
 # --------------------------------------------------------------------------- helpers
 
-# \Z, not $: Python's $ also matches before a final newline, and "train\n" is no DNS name.
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 # An image reference as the kubelet parses it (distribution/reference's grammar): ASCII
 # only, so a Cyrillic look-alike letter in nvidia/pytorch is refused here, not at the pull.
 _IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -73,8 +67,7 @@ _IMAGE = re.compile(
 _ENV_NAME = podvalues.ENV_NAME
 _FUNCTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 _RESOURCE_NAME = re.compile(
-    r"^(cpu|memory|ephemeral-storage|hugepages-[0-9A-Za-z]+|"
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$"
+    rf"^(cpu|memory|ephemeral-storage|hugepages-[0-9A-Za-z]+|{names.DNS1123_SUBDOMAIN_TEXT}/{names.QUALIFIED_NAME_TEXT})\Z"
 )
 
 T = typing.TypeVar("T")
@@ -936,13 +929,10 @@ class RunPolicy(_Section):
     )
 
 
-_KUEUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\Z")
-
-
 def _kueue_name(value: Any) -> str:
     name = _strict_text(value, "a Kueue name")
     # An object name that also goes in a label value: both rules at once.
-    if len(name) > 63 or not _KUEUE_NAME.match(name):
+    if len(name) > names.KUEUE_NAME_MAX or not names.KUEUE_NAME.match(name):
         raise ValueError("a lower-case name of at most 63 letters, digits, '-' and '.' (it becomes a label value)")
     return name
 
@@ -1004,10 +994,9 @@ def meta_name_problems(
     for key, value in mapping.items():
         prefix, _, name = key.rpartition("/")
         if (
-            (prefix and not _DNS1123_SUBDOMAIN.match(prefix))
-            or len(prefix) > 253
-            or not _LABEL_NAME.match(name)
-            or len(name) > 63
+            (prefix and not names.is_dns1123_subdomain(prefix))
+            or not names.QUALIFIED_NAME.match(name)
+            or len(name) > names.QUALIFIED_NAME_MAX
         ):
             problems.append(
                 (
@@ -1015,7 +1004,7 @@ def meta_name_problems(
                     f"not a valid {what} name: [prefix/]name, the name at most 63 letters, digits, '-', '_' or '.'",
                 )
             )
-        if check_value and (len(value) > 63 or not _LABEL_VALUE.match(value)):
+        if check_value and (len(value) > names.LABEL_VALUE_MAX or not names.LABEL_VALUE.match(value)):
             problems.append(
                 (
                     (key,),
@@ -1273,7 +1262,7 @@ class TrainJobSettings(_Section):
     @field_validator("runtime")
     @classmethod
     def _runtime_name(cls, value: str) -> str:
-        if not _DNS1123_SUBDOMAIN.match(value) or len(value) > 253:
+        if not names.is_dns1123_subdomain(value):
             raise ValueError("not a runtime name: a DNS-1123 subdomain of at most 253 characters")
         return value
 
@@ -1450,7 +1439,7 @@ class ElasticSpec(_Section):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _DNS1035.match(value):
+        if not names.DNS1035_LABEL.match(value):
             raise ValueError(
                 "not a DNS-1035 label: lower-case letters, digits and '-', starting with a letter and ending "
                 "with a letter or digit"
@@ -1460,7 +1449,7 @@ class ElasticSpec(_Section):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str | None) -> str | None:
-        if value is not None and (not _DNS1123_LABEL.match(value) or len(value) > 63):
+        if value is not None and not names.is_dns1123_label(value):
             raise ValueError("not a valid namespace: a DNS-1123 label of at most 63 characters")
         return value
 

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from elastic_compile.core import names
 from elastic_compile.core.loader import dotted
 from elastic_compile.core.quantity import is_quantity, parse_quantity, quantity_value
 from elastic_compile.core.resources import HUGEPAGES_PREFIX, is_hugepages, is_native, overcommit_allowed
@@ -29,13 +30,8 @@ Problems = list[tuple[Loc, str]]
 
 _INT32_MAX: Final = 2**31 - 1
 _MODE_MAX: Final = 0o777
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 #: apimachinery IsEnvVarName: the API server refuses any other env name (\Z: no trailing newline).
 ENV_NAME: Final = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
-# apimachinery IsValidPortName (IANA_SVC_NAME): at most 15, lower case, a letter, no "--".
-_PORT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
-_QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _SUBSCRIPT = re.compile(r"^(metadata\.(?:labels|annotations))\['(.*)'\]\Z")
 
 # --------------------------------------------------------------------------- closed sets
@@ -168,7 +164,7 @@ def _in_range(value: Mapping[str, Any], field: str, bounds: tuple[int, int], whe
 
 def _container(c: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
     name = c.get("name")
-    if isinstance(name, str) and not (_DNS1123_LABEL.match(name) and len(name) <= 63):
+    if isinstance(name, str) and not (names.is_dns1123_label(name)):
         problems.append(((*loc, "name"), "a container name is a DNS-1123 label: at most 63 lower-case letters, "
                          "digits and '-', starting and ending with a letter or digit"))  # fmt: skip
     init = len(loc) >= 2 and loc[-2] == "initContainers"
@@ -254,7 +250,7 @@ def _port_or_name(port: object, loc: Loc, problems: Problems) -> None:
 
 def port_name_problem(name: str) -> str | None:
     """Why ``name`` is not a port name (IANA_SVC_NAME), or None."""
-    if len(name) <= 15 and _PORT_NAME.match(name) and "--" not in name and re.search("[a-z]", name):
+    if names.is_port_name(name):
         return None
     return "a port name is at most 15 lower-case letters, digits and '-', with at least one letter and no '--'"
 
@@ -350,7 +346,7 @@ def resource_name_problem(name: str) -> str | None:
     if is_native(name):
         return "not a container resource: kubernetes.io names are Kubernetes' own"
     domain, _, device = name.partition("/")
-    if _DNS1123_SUBDOMAIN.match(domain) and _QUALIFIED.match(device):
+    if names.is_dns1123_subdomain(domain) and names.QUALIFIED_NAME.match(device):
         return None
     return "not an extended resource name: a DNS subdomain, '/', and a name such as gpu"
 
@@ -397,7 +393,8 @@ def field_path_problem(path: str, allowed: tuple[str, ...]) -> str | None:
     if match:
         key = match.group(2)
         prefix, _, name = key.rpartition("/")
-        if _QUALIFIED.match(name) and len(name) <= 63 and len(prefix) <= 253:
+        short = len(name) <= names.QUALIFIED_NAME_MAX and len(prefix) <= names.DNS1123_SUBDOMAIN_MAX
+        if short and names.QUALIFIED_NAME.match(name):
             return None
         return f"{match.group(1)}['...'] needs a label or annotation name ([prefix/]name)"
     if path in ("metadata.labels", "metadata.annotations"):
@@ -454,7 +451,7 @@ def _key_to_path(value: Mapping[str, Any], loc: Loc, problems: Problems) -> None
 
 def _volume(volume: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
     name = volume.get("name")
-    if isinstance(name, str) and not (_DNS1123_LABEL.match(name) and len(name) <= 63):
+    if isinstance(name, str) and not (names.is_dns1123_label(name)):
         problems.append(((*loc, "name"), "a volume name is a DNS-1123 label: at most 63 lower-case letters, digits "
                          "and '-', starting and ending with a letter or digit"))  # fmt: skip
     sources = [k for k in volume if k != "name"]

@@ -154,6 +154,8 @@ def test_clean_job_has_nothing() -> None:
 CASES: list[tuple[str, dict[str, Any] | list[dict[str, Any]], str]] = [
     ("DR001", _with(**{f"{C}.name": "trainer"}), f"{W}.template.spec.containers"),
     ("DR001", _with(**{"metadata.name": "Clean"}), "metadata.name"),
+    # Python's "$" matches before a final newline; the rule (core/names.py) ends with \Z.
+    ("DR001", _with(**{"metadata.name": "llama\n"}), "metadata.name"),
     ("DR002", _with(**{f"{W}.replicas": "3"}), f"{W}.replicas"),
     ("DR002", _with(**{"spec.runPolicy.cleanPodPolicyy": "All"}), "spec.runPolicy.cleanPodPolicyy"),
     ("DR003", _with(**{"spec.pytorchReplicaSpecs.Master": {"replicas": 1, "restartPolicy": "OnFailure",

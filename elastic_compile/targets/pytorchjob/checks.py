@@ -13,12 +13,11 @@ from typing import Any, Final
 
 from elastic_compile.contract import TRAINING_CONTAINER
 from elastic_compile.contract_values import parse_bool
+from elastic_compile.core import names
 from elastic_compile.core.manifest import as_int, as_mapping, name_errors, show
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding, from_lines, pod_value_errors
 
-# apimachinery IsDNS1035Label: the operator names pods and services "<job>-<type>-<index>".
-_DNS1035_MAX: Final = 63
 # Webhook constants, training-operator v1.9.4 pkg/webhooks/pytorch/pytorchjob_webhook.go
 # and pkg/common/util/webhooks.go.
 _REPLICA_TYPES: Final = ("Master", "Worker")
@@ -169,13 +168,13 @@ def _trap_findings(
                 # The HPA may scale an elastic job up to maxReplicas.
                 count = max(count, as_int(policy.get("maxReplicas")) or 0)
             pod = f"{name}-{str(rtype).lower()}-{count - 1}"
-            if len(pod) > _DNS1035_MAX:
+            if len(pod) > names.DNS1035_LABEL_MAX:
                 found.append(
                     Finding(
                         "name-too-long",
                         ("metadata", "name"),
                         f"too long for pod and service name {pod!r} "
-                        f"({len(pod)} > {_DNS1035_MAX} characters; {runtime})",
+                        f"({len(pod)} > {names.DNS1035_LABEL_MAX} characters; {runtime})",
                     )
                 )
     return found

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from elastic_compile.core import names
 from elastic_compile.core.manifest import as_int, as_mapping, name_errors, show
 from elastic_compile.schema.podspec import ROOT as POD_SPEC
 from elastic_compile.targets.checks import FieldPath as Path
@@ -24,7 +25,7 @@ from elastic_compile.targets.checks import Finding, from_lines, pod_value_errors
 from elastic_compile.targets.trainjob import api
 
 # The JobSet plugin's manager rule: a DNS-1123 subdomain, "/", then a non-empty path (jobset.go).
-_MANAGER = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/\S+$")
+_MANAGER = re.compile(rf"^{names.DNS1123_SUBDOMAIN_TEXT}/\S+\Z")
 _MAX_PATCHES: Final = 16
 _FRAMEWORKS: Final = ("torch", "mpi", "flux", "jax", "xgboost")
 
