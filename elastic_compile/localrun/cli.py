@@ -39,15 +39,13 @@ the whole story.
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NoReturn, TextIO
@@ -55,9 +53,10 @@ from typing import IO, Any, NoReturn, TextIO
 from elastic_compile.core.errors import SpecError, printable
 from elastic_compile.core.loader import load_documents
 from elastic_compile.core.source import MAX_BYTES
-from elastic_compile.localrun import kubeflow, rootfs, trainer
+from elastic_compile.localrun import kubeflow
+from elastic_compile.localrun.engine import Engine, emulate_read_only_root, read_only_scratch, working_directory
 from elastic_compile.localrun.job import Job, summary
-from elastic_compile.localrun.kubeflow import CLEAN_POD_POLICIES, Rules, build_pods, check_job, fit_job, store_host
+from elastic_compile.localrun.kubeflow import PyTorchJobEngine
 from elastic_compile.localrun.netns import LoopbackNetwork, NetworkError
 from elastic_compile.localrun.process import (
     EXIT_INPUT,
@@ -75,7 +74,7 @@ from elastic_compile.localrun.process import (
     port_busy,
     use_image_python,
 )
-from elastic_compile.schema.models import KUEUE_QUEUE_LABEL
+from elastic_compile.localrun.trainer import TrainJobEngine
 
 # --------------------------------------------------------------------------- options
 
@@ -236,11 +235,17 @@ class Source:
     job: dict[str, Any]
     label: str  # file name for messages
     directory: Path  # the default working directory of the pods
-    runtime: dict[str, Any] | None = None  # our TrainingRuntime, beside a TrainJob
+    others: list[dict[str, Any]] = field(default_factory=list)  # our TrainingRuntime, beside a TrainJob
     config_maps: dict[str, dict[str, Any]] = field(default_factory=dict)  # by name: the pods' volumes
 
+    def engine(self) -> Engine:
+        """The engine that runs :attr:`job`, by its kind."""
+        return ENGINES[str(self.job.get("kind"))](self.job, self.label, self.others)
 
-_JOB_KINDS = ("PyTorchJob", "TrainJob")
+
+#: The engines run emulates, by the kind of job each runs.
+ENGINES: dict[str, type[Engine]] = {engine.kind: engine for engine in (PyTorchJobEngine, TrainJobEngine)}
+_JOB_KINDS = tuple(ENGINES)
 # What a job's pods need beside it: our TrainingRuntime, ConfigMaps (the bundled launcher's).
 _BESIDE_KINDS = ("TrainingRuntime", "ConfigMap")
 
@@ -296,50 +301,12 @@ def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
             [d for d in docs if d.get("kind") in _BESIDE_KINDS],
         )
     jobs, others = found
-    runtimes = [d for d in others if d.get("kind") == "TrainingRuntime"]
     config_maps = {str((d.get("metadata") or {}).get("name")): d for d in others if d.get("kind") == "ConfigMap"}
     if len(jobs) > 1:
         names = ", ".join(f"{j.get('kind')} {(j.get('metadata') or {}).get('name')}" for j in jobs)
         raise RunError(f"{label}: {len(jobs)} jobs ({names}); run takes one")
-    ref = ((jobs[0].get("spec") or {}).get("runtimeRef") or {}) if jobs[0].get("kind") == "TrainJob" else {}
-    runtime = next((r for r in runtimes if (r.get("metadata") or {}).get("name") == ref.get("name")), None)
-    return Source(jobs[0], label, directory, runtime, config_maps)
-
-
-def _read_only_scratch(job: Mapping[str, Any], notes: list[str]) -> Path | None:
-    """A directory for the pods' writable volumes under a read-only root (None: not asked for, or not possible)."""
-    if not kubeflow.read_only_root(job):
-        return None
-    why = rootfs.probe()
-    if why is not None:
-        notes.append(
-            f"warning: readOnlyRootFilesystem is not emulated on this machine ({why}): the pods can write anywhere"
-        )
-        return None
-    scratch = Path(tempfile.mkdtemp(prefix="elastic-compile-run-"))
-    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
-    return scratch
-
-
-def working_directory(job: Mapping[str, Any], chosen: Path | None, default: Path) -> tuple[Path, str | None]:
-    """Where the pods run, and a note on the container's workingDir.
-
-    ``--workdir`` wins; else the training container's workingDir when this machine has that
-    directory (the image's files, at the path the image has them); else the file's directory,
-    standing for the image's.
-    """
-    working = kubeflow.training_container(job).get("workingDir")
-    if chosen is not None:
-        workdir = chosen.resolve()
-        if not workdir.is_dir():
-            raise RunError(f"--workdir {workdir}: not a directory")
-        note = f"--workdir {workdir} stands for the container's workingDir {working}" if working else None
-        return workdir, note
-    if isinstance(working, str) and working.startswith("/") and Path(working).is_dir():
-        return Path(working).resolve(), f"the pods run in the container's workingDir {working}"
-    if working:
-        return default, f"workingDir {working} does not exist here: the pods run in {default}, which stands for it"
-    return default, None
+    beside = [d for d in others if d.get("kind") != "ConfigMap"]
+    return Source(jobs[0], label, directory, beside, config_maps)
 
 
 def dry_run_view(pods: Sequence[LocalPod], workdir: Path, notes: Sequence[str]) -> dict[str, Any]:
@@ -361,48 +328,6 @@ def dry_run_view(pods: Sequence[LocalPod], workdir: Path, notes: Sequence[str]) 
     }
 
 
-def _trainer_job(
-    source: Source,
-    opts: Options,
-    gpus: list[str],
-    token: str,
-    *,
-    workdir: Path,
-    printer: Printer,
-    network: LoopbackNetwork | None,
-    is_busy: Callable[[int], bool],
-) -> tuple[Job, list[str], list[str], bool]:
-    """A TrainJob as Trainer v2 and JobSet would run it: the job loop with their rules."""
-    job_doc, notes = trainer.fit_job(source.job, source.runtime, opts, gpus=gpus, cpus=local_cpus())
-    if not workdir.is_dir():
-        raise RunError(f"--workdir {workdir}: not a directory")
-    elastic = trainer.elastic_min(job_doc, source.runtime) is not None
-    pods, pod_notes, port = trainer.build_pods(
-        job_doc,
-        source.runtime,
-        environ=os.environ,
-        gpus=gpus,
-        token=token,
-        given=dict(opts.env),
-        is_busy=is_busy,
-        schedulable=opts.nodes if elastic else None,
-    )
-    rules = trainer.Rules.of(job_doc, source.runtime)
-    job = Job(pods, rules, opts, workdir, printer, store=trainer.store_host(pods, port), network=network)
-    return job, notes, pod_notes, rules.suspended
-
-
-def _queue_notes(job: Mapping[str, Any]) -> list[str]:
-    """What Kueue and MultiKueue would do with the job before any pod exists."""
-    notes = []
-    queue = ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
-    if queue:
-        notes.append(f"Kueue queue {queue}: the cluster would hold the job until the queue admits it; run starts it")
-    if ((job.get("spec") or {}).get("runPolicy") or {}).get("managedBy") == "kueue.x-k8s.io/multikueue":
-        notes.append("runPolicy.managedBy is MultiKueue's: a worker cluster's operator would run the job; run plays it")
-    return notes
-
-
 def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """``elastic-compile run ARGV``; returns the exit code (see the module docstring)."""
     # The pods' ConfigMap volumes (the bundled launcher's) live here while the job runs.
@@ -419,36 +344,23 @@ def _main(argv: Sequence[str], out: TextIO, err: TextIO, mounts: Path) -> int:
         try:
             opts = parse_args(argv)
             source = load_source(opts.source)
-            trainjob = source.job.get("kind") == "TrainJob"
-            if trainjob:
-                trainer.check_job(source.job, source.runtime, source.label)
-            else:
-                check_job(source.job, source.label)
+            engine = source.engine()
+            engine.check()
             gpus = local_gpus()
             network = None if opts.dry_run or opts.host_network else _loopback_network()
             # In the private network no port is taken; in the host's, a busy rendezvous port moves.
             busy = port_busy if network is None else _never_busy
-            workdir = (opts.workdir or source.directory).resolve()
             token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            if trainjob:
-                job, notes, pod_notes, suspended = _trainer_job(
-                    source, opts, gpus, token, workdir=workdir, printer=printer, network=network, is_busy=busy
-                )
-            else:
-                job_doc, notes = fit_job(source.job, opts, gpus=gpus, cpus=local_cpus(), is_busy=busy)
-                workdir, note = working_directory(job_doc, opts.workdir, source.directory)
-                notes += [note] if note else []
-                scratch = _read_only_scratch(job_doc, notes)
-                pods, pod_notes = build_pods(
-                    job_doc, environ=os.environ, gpus=gpus, token=token, given=dict(opts.env), scratch=scratch
-                )
-                rules = Rules.of(job_doc)
-                if rules.clean_pod_policy not in CLEAN_POD_POLICIES:
-                    raise RunError(f"runPolicy.cleanPodPolicy: expected one of {', '.join(CLEAN_POD_POLICIES)}")
-                # Job() checks the --kill pod names.
-                job = Job(pods, rules, opts, workdir, printer, store=store_host(job_doc, pods), network=network)
-                suspended = bool((job_doc["spec"].get("runPolicy") or {}).get("suspend"))
-                notes += _queue_notes(job_doc)
+            notes = engine.fit(opts, gpus=gpus, cpus=local_cpus(), is_busy=busy)
+            workdir, note = working_directory(engine, opts.workdir, source.directory)
+            notes += [note] if note else []
+            scratch = read_only_scratch(engine, notes)
+            pods, pod_notes = engine.build_pods(environ=os.environ, gpus=gpus, token=token, given=dict(opts.env))
+            pod_notes += emulate_read_only_root(engine, pods, scratch)
+            # Job() checks the --kill pod names.
+            job = Job(pods, engine.rules(), opts, workdir, printer, store=engine.store_host(pods), network=network)
+            suspended = engine.suspended()
+            notes += engine.queue_notes()
             pod_notes += mount_config_maps(job.pods, source.config_maps, mounts)
             if opts.python is not None:
                 pod_notes += use_image_python(job.pods, opts.python)

@@ -16,12 +16,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
 from elastic_compile import contract
-from elastic_compile.core.resources import accelerator_counts
-from elastic_compile.localrun import rootfs
+from elastic_compile.localrun.engine import Engine, accelerator_units, device_shares
 from elastic_compile.localrun.kubelet import LOCAL_IP, Pod, config_map_mounts, expand, resolve_env
 from elastic_compile.localrun.process import (
     DEFAULT_GRACE,
@@ -35,7 +33,6 @@ from elastic_compile.localrun.process import (
     local_argv,
     port_busy,
 )
-from elastic_compile.schema.models import mount_path
 from elastic_compile.targets.pytorchjob.checks import pod_errors, webhook_errors
 
 OPERATOR_NAME = "pytorchjob-controller"
@@ -223,12 +220,6 @@ def check_job(job: Mapping[str, Any], label: str) -> None:
         raise RunError("\n".join(f"{label}: {p}" for p in problems))
 
 
-def training_container(job: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The first replica's training container (``pytorch``, else its first container)."""
-    first: Mapping[str, Any] = next(iter(_replicas(job).values()), {})
-    return _pytorch_container(first.get("template") or {})
-
-
 def _pytorch_container(template: Mapping[str, Any]) -> Mapping[str, Any]:
     containers = (template.get("spec") or {}).get("containers") or []
     for c in containers:
@@ -243,12 +234,8 @@ def _replicas(job: Mapping[str, Any]) -> dict[str, Any]:
 
 def requested_gpus(job: Mapping[str, Any]) -> int:
     """Accelerator units per pod (nvidia.com/gpu, amd.com/gpu, ...): the most a training container asks for."""
-    most = 0
-    for replica in _replicas(job).values():
-        resources = _pytorch_container(replica.get("template") or {}).get("resources") or {}
-        counts = accelerator_counts(resources.get("limits") or {}, resources.get("requests") or {})
-        most = max(most, sum(counts.values()))
-    return most
+    containers = [_pytorch_container(replica.get("template") or {}) for replica in _replicas(job).values()]
+    return max((accelerator_units(c.get("resources") or {}) for c in containers), default=0)
 
 
 def pod_count(job: Mapping[str, Any]) -> int:
@@ -365,36 +352,6 @@ def _describe_ref(container: Mapping[str, Any], name: str) -> str:
     return "valueFrom"
 
 
-def read_only_root(job: Mapping[str, Any]) -> bool:
-    """Whether a training container asks for a read-only root filesystem."""
-    return any(
-        (_pytorch_container(r.get("template") or {}).get("securityContext") or {}).get("readOnlyRootFilesystem") is True
-        for r in _replicas(job).values()
-    )
-
-
-def _writable_volumes(
-    pod_spec: Mapping[str, Any], container: Mapping[str, Any], scratch: Path
-) -> list[tuple[str, str]]:
-    """(a fresh directory, its mount path) for each emptyDir the container mounts writable, at a path this machine has.
-
-    /dev is left as it is (the host's /dev/shm is a writable tmpfs, as the pod's is).
-    """
-    empty = {v.get("name") for v in pod_spec.get("volumes") or [] if isinstance(v, dict) and "emptyDir" in v}
-    binds = []
-    for index, mount in enumerate(container.get("volumeMounts") or []):
-        if not isinstance(mount, dict):
-            continue
-        path = mount_path(mount)  # as the kubelet resolves it: a relative "tmp" is /tmp, not ./tmp here
-        if mount.get("name") not in empty or mount.get("readOnly") or path.startswith("/dev/"):
-            continue
-        if Path(path).is_dir():
-            source = scratch / f"volume-{index}"
-            source.mkdir(parents=True, exist_ok=True)
-            binds.append((str(source), path))
-    return binds
-
-
 def build_pods(
     job: Mapping[str, Any],
     *,
@@ -402,7 +359,6 @@ def build_pods(
     gpus: Sequence[str],
     token: str,
     given: Mapping[str, str] | None = None,
-    scratch: Path | None = None,
 ) -> tuple[list[LocalPod], list[str]]:
     """The local pods of ``job`` (operator env + container env + what this machine stands in for).
 
@@ -410,9 +366,6 @@ def build_pods(
     only from ``given`` (``--env NAME=VALUE``), never from ``environ``: a shell's
     variables (a CI runner's tokens) reach a pod only when the user names them. From
     ``environ`` come only what an image would bring (:data:`BASE_ENV`).
-
-    With ``scratch`` (a directory run owns), a container that asks for a read-only root gets
-    one (:mod:`elastic_compile.localrun.rootfs`), its emptyDir volumes fresh directories in it.
     """
     notes: list[str] = []
     computed = pods(job, local=True, lookup=given or {})
@@ -420,7 +373,7 @@ def build_pods(
         raise RunError("the job has no pods")
     replicas = _replicas(job)
     base = base_env(environ)
-    per_pod = min(requested_gpus(job), len(gpus) // len(computed))
+    shares = device_shares(gpus, requested_gpus(job), len(computed))
     out: list[LocalPod] = []
     for i, pod in enumerate(computed):
         replica = replicas[pod.replica_type]
@@ -462,22 +415,13 @@ def build_pods(
         env.update(pod.env)
         if gpus:
             # The device plugin's job: each pod sees only its own devices (none when it asks for none).
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[i * per_pod : (i + 1) * per_pod])
+            env["CUDA_VISIBLE_DEVICES"] = shares[i]
         env[MARKER_ENV] = f"{token}/{pod.name}"
         grace = pod_spec.get("terminationGracePeriodSeconds")
-        argv = local_argv(pod.argv, env["PATH"])
-        if scratch is not None and (container.get("securityContext") or {}).get("readOnlyRootFilesystem") is True:
-            binds = _writable_volumes(pod_spec, container, scratch / pod.name)
-            argv = rootfs.wrap(argv, binds)
-            shown = ", ".join(target for _, target in binds) or "none"
-            notes.append(
-                "read-only root filesystem (readOnlyRootFilesystem): every mount of this machine is read-only in "
-                f"the pods but /proc, /sys, /dev and their emptyDir volumes ({shown})"
-            )
         out.append(
             LocalPod(
                 pod=pod,
-                argv=argv,
+                argv=local_argv(pod.argv, env["PATH"]),
                 env=env,
                 grace=float(grace) if grace is not None else DEFAULT_GRACE,
                 marker=env[MARKER_ENV],
@@ -618,3 +562,47 @@ def store_host(job: Mapping[str, Any], pods: Sequence[LocalPod]) -> tuple[LocalP
         if pod.name == host and endpoint:
             return pod, int(endpoint.rpartition(":")[2])
     return None
+
+
+class PyTorchJobEngine(Engine):
+    """A PyTorchJob as the training operator (v1.9.4) runs it."""
+
+    kind = "PyTorchJob"
+
+    def check(self) -> None:
+        check_job(self.job, self.label)
+
+    def fit(self, opts: Options, *, gpus: Sequence[str], cpus: int, is_busy: Callable[[int], bool]) -> list[str]:
+        self.job, notes = fit_job(self.job, opts, gpus=gpus, cpus=cpus, is_busy=is_busy)
+        return notes
+
+    def pod_parts(self, pod: LocalPod | None = None) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+        replicas = _replicas(self.job)
+        replica = replicas[pod.pod.replica_type] if pod is not None else next(iter(replicas.values()), {})
+        template = replica.get("template") or {}
+        return template.get("spec") or {}, _pytorch_container(template)
+
+    def build_pods(
+        self, *, environ: Mapping[str, str], gpus: Sequence[str], token: str, given: Mapping[str, str]
+    ) -> tuple[list[LocalPod], list[str]]:
+        return build_pods(self.job, environ=environ, gpus=gpus, token=token, given=given)
+
+    def rules(self) -> Rules:
+        rules = Rules.of(self.job)
+        if rules.clean_pod_policy not in CLEAN_POD_POLICIES:
+            raise RunError(f"runPolicy.cleanPodPolicy: expected one of {', '.join(CLEAN_POD_POLICIES)}")
+        return rules
+
+    def store_host(self, pods: Sequence[LocalPod]) -> tuple[LocalPod, int] | None:
+        return store_host(self.job, pods)
+
+    def suspended(self) -> bool:
+        return bool((self.job["spec"].get("runPolicy") or {}).get("suspend"))
+
+    def queue_notes(self) -> list[str]:
+        notes = super().queue_notes()
+        if ((self.job.get("spec") or {}).get("runPolicy") or {}).get("managedBy") == "kueue.x-k8s.io/multikueue":
+            notes.append(
+                "runPolicy.managedBy is MultiKueue's: a worker cluster's operator would run the job; run plays it"
+            )
+        return notes

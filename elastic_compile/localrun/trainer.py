@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from elastic_compile import contract
+from elastic_compile.localrun.engine import Engine, accelerator_units, device_shares
 from elastic_compile.localrun.kubeflow import fit_nproc
 from elastic_compile.localrun.kubelet import LOCAL_IP, Pod, config_map_mounts, expand, resolve_env
 from elastic_compile.localrun.process import (
@@ -313,12 +314,7 @@ def fit_job(
     # What the torch plugin would set on the cluster: a CPU-only node without numProcPerNode
     # runs one process per CPU it requests (torch.go:121-135), not this machine's share.
     nproc = api.plugin_nproc(trainer, api.runtime_node_resources(_runtime_for(job, runtime)))
-    resources = trainer.get("resourcesPerNode") or {}
-    wanted = 0
-    for side in ("limits", "requests"):
-        for key, value in (resources.get(side) or {}).items():
-            if "gpu" in str(key).lower() and str(value).isdigit():
-                wanted = max(wanted, int(value))
+    wanted = requested_units(job, runtime)
     running = opts.nodes if low is not None and opts.nodes is not None else nodes
     per_pod = min(wanted, len(gpus) // max(1, running))
     note: str | None
@@ -331,6 +327,17 @@ def fit_job(
     if new != nproc:
         trainer["numProcPerNode"] = int(new) if new.isdigit() else new
     return job, notes
+
+
+def node_parts(job: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod spec of the trainer job's pods and its ``node`` container, as Trainer builds them."""
+    pod_spec: dict[str, Any] = _trainer_job(jobset_of(job, runtime))["template"]["spec"]["template"]["spec"]
+    return pod_spec, next(c for c in pod_spec["containers"] if c["name"] == api.NODE)
+
+
+def requested_units(job: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> int:
+    """Devices each node asks for: the ``node`` container's resources, trainer.resourcesPerNode merged in."""
+    return accelerator_units(node_parts(job, runtime)[1].get("resources") or {})
 
 
 def build_pods(
@@ -377,7 +384,7 @@ def build_pods(
             notes.append(f"container {other.get('name')} is not run locally")
     base = base_env(environ)
     placed = len(computed) if schedulable is None else min(schedulable, len(computed))
-    per_pod = len(gpus) // placed
+    shares = device_shares(gpus, requested_units(job, runtime), placed)
     grace = pod_spec.get("terminationGracePeriodSeconds")
     out: list[LocalPod] = []
     for i, pod in enumerate(computed):
@@ -385,7 +392,7 @@ def build_pods(
         env["HOSTNAME"] = pod.name  # JobSet sets the hostname to <name>-node-0-<i>
         env.update(pod.env)
         if gpus and i < placed:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[i * per_pod : (i + 1) * per_pod])
+            env["CUDA_VISIBLE_DEVICES"] = shares[i]
         env[MARKER_ENV] = f"{token}/{pod.name}"
         local = LocalPod(
             pod=pod,
@@ -532,3 +539,55 @@ class Rules:
 def store_host(pods: Sequence[LocalPod], master_port: int) -> tuple[LocalPod, int] | None:
     """Node 0 hosts the c10d store on the cluster (PET_MASTER_ADDR names it)."""
     return (pods[0], master_port) if len(pods) > 1 else None
+
+
+class TrainJobEngine(Engine):
+    """A TrainJob as Trainer v2.3 and JobSet run it (with our TrainingRuntime when the input has it)."""
+
+    kind = "TrainJob"
+
+    def __init__(self, job: Mapping[str, Any], label: str, others: Sequence[Mapping[str, Any]] = ()) -> None:
+        super().__init__(job, label, others)
+        ref = (self.job.get("spec") or {}).get("runtimeRef") or {}
+        runtimes = [r for r in others if r.get("kind") == "TrainingRuntime"]
+        self.runtime = next((r for r in runtimes if (r.get("metadata") or {}).get("name") == ref.get("name")), None)
+        self.master_port: int = api.MASTER_PORT
+        self._is_busy: Callable[[int], bool] = port_busy
+        self._schedulable: int | None = None
+
+    def check(self) -> None:
+        check_job(self.job, self.runtime, self.label)
+
+    def fit(self, opts: Options, *, gpus: Sequence[str], cpus: int, is_busy: Callable[[int], bool]) -> list[str]:
+        self.job, notes = fit_job(self.job, self.runtime, opts, gpus=gpus, cpus=cpus)
+        self._is_busy = is_busy  # the plugin's master port moves in build_pods, once the pods are known
+        # An elastic TrainJob keeps its MAX pods; --nodes says how many of them find a node.
+        self._schedulable = opts.nodes if elastic_min(self.job, self.runtime) is not None else None
+        return notes
+
+    def pod_parts(self, pod: LocalPod | None = None) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+        return node_parts(self.job, self.runtime)
+
+    def build_pods(
+        self, *, environ: Mapping[str, str], gpus: Sequence[str], token: str, given: Mapping[str, str]
+    ) -> tuple[list[LocalPod], list[str]]:
+        pods, notes, self.master_port = build_pods(
+            self.job,
+            self.runtime,
+            environ=environ,
+            gpus=gpus,
+            token=token,
+            given=given,
+            is_busy=self._is_busy,
+            schedulable=self._schedulable,
+        )
+        return pods, notes
+
+    def rules(self) -> Rules:
+        return Rules.of(self.job, self.runtime)
+
+    def store_host(self, pods: Sequence[LocalPod]) -> tuple[LocalPod, int] | None:
+        return store_host(pods, self.master_port)
+
+    def suspended(self) -> bool:
+        return bool(self.job["spec"].get("suspend"))
