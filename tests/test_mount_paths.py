@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.specs import MINIMAL as BASE
 
 from elastic_compile import contract
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.errors import SpecError
 from elastic_compile.schema.models import mount_path
 
-BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
 # A relative mountPath passes the API server; the kubelet makes it absolute (makeMounts in
 # pkg/kubelet/kubelet_pods.go: MakeAbsolutePath, filepath.Clean("/" + path)).
 SPELLINGS = ["/dev//shm", "//dev/shm", "/dev/./shm/", "/dev/x/../shm", "dev/shm", "./dev/shm/"]
@@ -114,7 +114,7 @@ def test_run_binds_a_relative_emptydir_where_the_kubelet_mounts_it(
     path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Under a read-only root, ``run`` binds a writable emptyDir at /tmp for ``tmp`` too, not at ./tmp of its cwd."""
-    from elastic_compile.localrun.kubeflow import _writable_volumes
+    from elastic_compile.localrun.engine import _writable_volumes
 
     monkeypatch.chdir(tmp_path)  # no ./tmp here: a relative path read from the cwd found nothing to bind
     pod = {"volumes": [{"name": "scratch", "emptyDir": {}}]}
