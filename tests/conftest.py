@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 from support import crdcheck
-from support.cli import Cli
+from support.cli import Cli, run_cli
 
 CRDS_UNSET = (
     f"{crdcheck.CRDS_ENV} is not set: this test needs the upstream CRD files "
@@ -56,12 +57,4 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
 
     Arguments may be paths; standard output and error are what the command printed.
     """
-    from elastic_compile.compiler.cli import main
-
-    def run(*argv: str | Path) -> tuple[int, str, str]:
-        capsys.readouterr()  # what came before is not this command's
-        code = main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+    return functools.partial(run_cli, capsys)

@@ -7,13 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
+from support.specs import MINIMAL as SPEC
 
 from elastic_compile import api
 from elastic_compile.compiler.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "api.md"
-SPEC = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
 
 
 def _examples() -> list[str]:

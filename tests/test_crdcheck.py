@@ -8,13 +8,11 @@ container, the runtime traps).
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from support import crdcheck
 from support.crdcheck import (
     CrdUnavailable,
@@ -361,33 +359,13 @@ def test_upstream_crd_conversion_is_cached(crds_dir: Path) -> None:
     assert crdcheck.pytorchjob_validator() is validator
 
 
-def test_lenient_mode_lets_unknown_fields_through() -> None:
-    # This is what the API server does by default (prune and warn): why we run strict.
+def test_only_strict_mode_finds_an_unknown_field() -> None:
+    """Lenient is what the API server does by default (prune and warn): a typo is lost, which is why we run strict."""
     job = valid_job()
     container(job)["imagee"] = "x:2"
+    strict = crdcheck.pytorchjob_validator(strict=True).errors(job)
+    assert len(strict) == 1 and "imagee" in strict[0]
     assert crdcheck.pytorchjob_validator(strict=False).errors(job) == []
-
-
-def test_load_and_validation_stay_fast(crds_dir: Path, check_manifest: Checker) -> None:
-    """Generous bounds (about 20x the measured times) that still catch a lost cache:
-    re-converting the CRD on every call would cost ~0.1 s per manifest."""
-    source = crds_dir / crdcheck.PYTORCHJOB_CRD
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    start = time.perf_counter()
-    with open(source, encoding="utf-8") as handle:
-        CrdValidator(yaml.load(handle, Loader=loader), source=str(source))
-    load_seconds = time.perf_counter() - start
-
-    job = valid_job()
-    check_manifest(job)  # warm the core-schema caches
-    rounds = 50
-    start = time.perf_counter()
-    for _ in range(rounds):
-        check_manifest(job)
-    per_manifest = (time.perf_counter() - start) / rounds
-    print(f"CRD load+convert {load_seconds * 1000:.0f} ms, check_manifest {per_manifest * 1000:.2f} ms")
-    assert load_seconds < 3.0
-    assert per_manifest < 0.02
 
 
 def test_without_the_crds_the_shipped_schema_serves(monkeypatch: pytest.MonkeyPatch) -> None:

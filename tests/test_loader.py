@@ -7,13 +7,12 @@ import sys
 from typing import Any
 
 import pytest
+from support.specs import MINIMAL as BASE
 
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.errors import SpecError
 from elastic_compile.core.loader import MAX_EXPANDED_CHARS, load_text
 from elastic_compile.core.source import MAX_BYTES
-
-BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
 
 
 def _problems(text: str | bytes) -> list[str]:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.cli import run_cli as run
 
 from elastic_compile.compiler import output
-from elastic_compile.compiler.cli import main
 from elastic_compile.core import safefs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,12 +51,6 @@ def files(root: Path) -> dict[str, bytes]:
         elif path.is_file() and ".git" not in path.relative_to(root).parts:
             out[rel] = path.read_bytes()
     return out
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --------------------------------------------------------------------------- the refusals

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from support.specs import MINIMAL
 
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.errors import SpecError
 
-BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\npod_template:\n  spec:\n"
+BASE = MINIMAL + "pod_template:\n  spec:\n"
 
 
 def _lines(fragment: str) -> list[str]:

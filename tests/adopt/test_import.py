@@ -19,6 +19,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from support.cli import run_cli
 
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.importer import import_stream, import_torchrun
@@ -40,8 +41,7 @@ def _spec(text: str) -> dict[str, Any]:
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, list[str]]:
-    code = main(["import", *argv])
-    out, err = capsys.readouterr()
+    code, out, err = run_cli(capsys, "import", *argv)
     return code, out, err.splitlines()
 
 

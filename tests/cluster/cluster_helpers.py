@@ -19,7 +19,6 @@ import yaml
 from elastic_compile.compiler.cli import main
 
 #: A spec every test starts from: the smallest valid one, with a pinned image.
-BASE = "name: t\nimage: ghcr.io/x/y:1.0\ncommand: [python, t.py]\n"
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 from extends_helpers import Write
+from support.cli import run_cli
 from support.summary import without_summary
 
 from elastic_compile.compiler import inputs
-from elastic_compile.compiler.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,8 +30,7 @@ LAYOUT = {
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
+    code, out, err = run_cli(capsys, *args)
     return code, out, without_summary(err)  # these tests read the problems
 
 

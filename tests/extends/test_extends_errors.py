@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from extends_helpers import JOB, Write
+from support.cli import run_cli
 from support.summary import without_summary
 
-from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core import extends
 from elastic_compile.core.errors import SpecError
@@ -27,8 +27,7 @@ SECRET = "s3cr3t-outside-the-tree"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
+    code, out, err = run_cli(capsys, *args)
     return code, out, without_summary(err)  # these tests read the problems
 
 

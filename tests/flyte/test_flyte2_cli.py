@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from flyte_helpers import IMAGE, spec_text
+from support.cli import run_cli as run
 
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_text
@@ -21,12 +22,6 @@ from elastic_compile.schema.validate import validate
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "name: train\nimage: trainer:v1\n"
 FUNCTION = "function: trainer.main:train\n"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from flyte_helpers import BASE, compile_flyte, spec_text
+from support.cli import run_cli as run
 
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_text
@@ -19,12 +20,6 @@ from elastic_compile.core.errors import CompileError
 ROOT = Path(__file__).resolve().parents[2]
 # flytekitplugins itself is an empty namespace package that a .pth file creates at startup.
 HEAVY = ("torch", "kubernetes", "flytekit", "flyteidl", "google.protobuf", "flytekitplugins.")
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_yaml_by_default_and_json_on_request(write_spec: Any, capsys: pytest.CaptureFixture[str]) -> None:

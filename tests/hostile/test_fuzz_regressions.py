@@ -12,11 +12,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
+from support.specs import MINIMAL as BASE
 
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.errors import SpecError
-
-BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
 
 
 def _rejected(text: str) -> list[str]:

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.specs import MINIMAL as BASE
 
 from elastic_compile.core.source import MAX_BYTES
 
-BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
 LINE = re.compile(r"^[^:\n]+:\d+:\d+: [^ \n]+: [^\n]+$")
 # Work, not seconds (a wall-clock bound fails on a loaded machine): the Python-level calls
 # main() makes, counted with sys.setprofile. A document stopped at the 20,000-value cap

@@ -8,14 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.cli import run_cli
+from support.specs import PINNED as BASE
 
 from elastic_compile.compiler import lint
-from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_text
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-BASE = "name: t\nimage: ghcr.io/x/y:1.0\ncommand: [python, t.py]\n"
 SIDECAR = "pod_template:\n  spec:\n    containers:\n      - name: side\n        image: busybox:1.36\n"
 
 # code, spec text, expected "line:col: path" of the warning, a fragment of its message.
@@ -142,10 +142,7 @@ class Cli:
         self.capsys, self.spec = capsys, tmp_path / "s.yaml"
 
     def __call__(self, *argv: str) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        status = main(list(argv))
-        out, err = self.capsys.readouterr()
-        return status, out, err
+        return run_cli(self.capsys, *argv)
 
     def spec_text(self, text: str, *argv: str) -> tuple[int, str, str]:
         """Write ``text`` to s.yaml and compile it."""

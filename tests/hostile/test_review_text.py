@@ -16,12 +16,11 @@ import json
 from pathlib import Path
 
 import pytest
+from support.specs import PINNED as BASE
 
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.lint import MAX_BLANK_RUN, MAX_REVIEWABLE_CHARS, hidden_character, looks_blank, text_lints
 from elastic_compile.localrun.cli import main as run_main
-
-BASE = "name: t\nimage: ghcr.io/x/y:1.0\ncommand: [python, t.py]\n"
 
 # One character of every class, as a YAML double-quoted escape, and what the lint calls it.
 CLASSES = {

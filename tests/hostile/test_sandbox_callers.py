@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 from support.cli import Cli
+from support.specs import TWO_NODES as SPEC
 
 from elastic_compile import api
 from elastic_compile.compiler import sandbox
 from elastic_compile.compiler.render import BUILTIN_TEMPLATES
 
-SPEC = "name: t\nimage: x:1\ncommand: [python, t.py]\nnnodes: 2\n"
 # The built-in template with one more label: its output tells a custom render from ours.
 CUSTOM = (
     (BUILTIN_TEMPLATES / "pytorchjob.yaml.j2")

@@ -15,10 +15,9 @@ import json
 from pathlib import Path
 
 import pytest
+from support.specs import PINNED as BASE
 
 from elastic_compile.compiler.cli import main
-
-BASE = "name: t\nimage: ghcr.io/x/y:1.0\ncommand: [python, t.py]\n"
 
 # Not real credentials: shaped like them, assembled here so no scanner mistakes this file for a leak.
 _B64 = base64.urlsafe_b64encode

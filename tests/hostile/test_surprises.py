@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.specs import MINIMAL as BASE
 
 from elastic_compile import contract
 from elastic_compile.compiler.output import stream_text
@@ -31,7 +32,6 @@ from elastic_compile.core.errors import SpecError
 
 # The user's first env entry comes after the compiler's downward-API entries.
 USER_ENV = len(contract.DOWNWARD_ENV)
-BASE = "name: t\nimage: x:1\ncommand: [python, t.py]\n"
 MULTI = "nnodes: 2\n"  # elasticPolicy (and so rdzv fields) exists only on multi-node jobs
 
 BOOL_WORDS = ["on", "off", "yes", "no", "y", "n", "On", "NO"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.cli import run_cli
 
 from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.render import BUILTIN_TEMPLATES
@@ -47,9 +48,7 @@ def _trainer_with(tmp_path: Path, expression: str) -> Path:
 
 
 def _compile(spec: Path, folder: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main([str(spec), "-t", "trainjob", "--templates", str(folder), *args])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, spec, "-t", "trainjob", "--templates", folder, *args)
 
 
 def test_a_secret_a_template_puts_in_the_trainer_env_is_found_and_not_printed(
