@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from support.specs import PINNED
 
 from elastic_compile.compiler.cli import main
 
 #: A spec every test starts from: the smallest valid one, with a pinned image.
+BASE = PINNED
 
 
 @dataclass(frozen=True)
