@@ -94,3 +94,21 @@ def test_the_launcher_imports_neither_jinja2_nor_the_compiler() -> None:
     """entrypoint/ runs in the training image: it shares only elastic_compile.contract with the compiler."""
     compiler = tuple(f"elastic_compile.{layer}" for layer in ("compiler", "schema", "targets", "localrun"))
     assert _below("entrypoint", ("jinja2", "pydantic", "yaml", *compiler)) == {}
+
+
+def test_the_commands_name_no_target_or_kind() -> None:
+    """compiler/ iterates the registered targets (pipeline, lints, import, doctor, explain, the -o base):
+    a target's name or a kind it emits, as a string in its code, is target knowledge in the wrong place."""
+    import re
+
+    names = ("pytorchjob", "trainjob", "podtemplate", "flyte", "flyte2")
+    kinds = ("PyTorchJob", "TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "PodTemplate")
+    literal = re.compile("|".join(rf"""(?<![\w.])["']{re.escape(w)}["']""" for w in (*names, *kinds)))
+    found = {}
+    for path in sorted((ROOT / "elastic_compile" / "compiler").glob("*.py")):
+        hits = [line.strip() for line in path.read_text().splitlines() if literal.search(line.split("#")[0])]
+        # Docstrings show examples of -t names; they are prose, not decisions.
+        hits = [h for h in hits if not h.startswith(("``", '"""', "'", "*")) and "``" not in h]
+        if hits:
+            found[path.name] = hits
+    assert found == {}

@@ -33,109 +33,40 @@ What kustomize v5.8.1 (in kubectl 1.37) needs, found by experiment:
 - ``additionalProperties`` is followed, so ``pytorchReplicaSpecs`` is typed as the map it
   is in the CRD and covers Master and Worker alike.
 
-To make another custom resource merge (a TrainJob, a TrainingRuntime), add a
-:class:`CustomKind` to :data:`CUSTOM_KINDS` whose fields lead to the built-in definitions
-(``PodTemplateSpec``, ``JobTemplateSpec``, ``ObjectMeta``) by :func:`ref`.
+What kustomize must know of a custom kind is the target's to say (:meth:`Target.kustomize
+<elastic_compile.targets.Target.kustomize>`, :mod:`elastic_compile.targets.kustomize_kinds`):
+its merge keys, as a :class:`CustomKind` whose fields lead to the built-in definitions
+(``PodTemplateSpec``, ``JobTemplateSpec``, ``ObjectMeta``) by ``ref``; the fields that name
+another object, hold an image, name a ConfigMap volume, or carry the pods' labels. This
+module writes the files from every registered target's answer and names no kind.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from functools import cache
 from typing import Any, Final
 
+from elastic_compile import targets
 from elastic_compile.core.emit import to_yaml
 from elastic_compile.schema import compact
+from elastic_compile.targets.kustomize_kinds import CustomKind, Field, Kustomize
 
 KUSTOMIZATION_FILE: Final = "kustomization.yaml"
 OPENAPI_FILE: Final = "openapi.json"
 CONFIG_FILE: Final = "kustomizeconfig.yaml"
 
-POD_TEMPLATE_SPEC: Final = "io.k8s.api.core.v1.PodTemplateSpec"
-JOB_TEMPLATE_SPEC: Final = "io.k8s.api.batch.v1.JobTemplateSpec"
-OBJECT_META: Final = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+
+def every_target() -> list[Kustomize]:
+    """What every registered target says of its kinds, in the registry's order."""
+    found = (targets.get(name).kustomize() for name in targets.names())
+    return [k for k in found if k is not None]
 
 
-def ref(name: str) -> dict[str, str]:
-    """A reference to the definition ``name`` (the only form kustomize resolves)."""
-    return {"$ref": f"#/definitions/{name}"}
-
-
-def obj(**properties: Any) -> dict[str, Any]:
-    """An object schema with ``properties``."""
-    return {"type": "object", "properties": properties}
-
-
-def map_of(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A map schema whose every value is ``values`` (``pytorchReplicaSpecs``: Master, Worker)."""
-    return {"type": "object", "additionalProperties": dict(values)}
-
-
-def merged_list(key: str, items: Mapping[str, Any]) -> dict[str, Any]:
-    """A list merged by ``key`` (both extensions are needed: the key alone still replaces)."""
-    return {
-        "type": "array",
-        "items": dict(items),
-        "x-kubernetes-patch-merge-key": key,
-        "x-kubernetes-patch-strategy": "merge",
-    }
-
-
-@dataclass(frozen=True)
-class CustomKind:
-    """A custom resource kustomize must merge: its ``spec`` schema, down to the built-in definitions."""
-
-    group: str
-    version: str
-    kind: str
-    spec: Mapping[str, Any]
-
-    def definitions(self) -> dict[str, Any]:
-        """Its definitions, named like Kubernetes' own (reverse-DNS group, version, kind)."""
-        prefix = ".".join(reversed(self.group.split("."))) + f".{self.version}."
-        return {
-            prefix + self.kind: {
-                **obj(metadata=ref(OBJECT_META), spec=ref(prefix + self.kind + "Spec")),
-                "x-kubernetes-group-version-kind": [{"group": self.group, "kind": self.kind, "version": self.version}],
-            },
-            prefix + self.kind + "Spec": dict(self.spec),
-        }
-
-
-def _trainer_kinds() -> tuple[CustomKind, ...]:
-    """Kubeflow Trainer v2.3: TrainJob and (Cluster)TrainingRuntime, down to the Jobs' templates.
-
-    The keys are the CRDs' own list-map keys: runtimePatches by manager, replicatedJobs by
-    name, trainer.env by name; each replicated job's template is Kubernetes' JobTemplateSpec.
-    """
-    jobset = obj(spec=obj(replicatedJobs=merged_list("name", obj(template=ref(JOB_TEMPLATE_SPEC)))))
-    runtime_spec = obj(template=jobset)
-    trainjob = obj(
-        trainer=obj(env=merged_list("name", {"type": "object"})),
-        runtimePatches=merged_list("manager", obj(trainingRuntimeSpec=runtime_spec)),
-    )
-    group, version = "trainer.kubeflow.org", "v1alpha1"
-    return (
-        CustomKind(group, version, "TrainJob", trainjob),
-        CustomKind(group, version, "TrainingRuntime", runtime_spec),
-        CustomKind(group, version, "ClusterTrainingRuntime", runtime_spec),
-    )
-
-
-#: The custom resources elastic-compile emits. Their pod templates are Kubernetes'
-#: PodTemplateSpec, so a patch merges containers, env, volumes and mounts exactly as it does
-#: in a Deployment of the same build.
-CUSTOM_KINDS: tuple[CustomKind, ...] = (
-    CustomKind(
-        "kubeflow.org",
-        "v1",
-        "PyTorchJob",
-        obj(pytorchReplicaSpecs=map_of(obj(template=ref(POD_TEMPLATE_SPEC)))),
-    ),
-    *_trainer_kinds(),
-)
+def custom_kinds() -> tuple[CustomKind, ...]:
+    """The custom resources the registered targets emit: every base's ``openapi.json`` merges them all."""
+    return tuple(kind for k in every_target() for kind in k.kinds)
 
 
 def builtin_definitions() -> dict[str, Any]:
@@ -143,10 +74,13 @@ def builtin_definitions() -> dict[str, Any]:
     return compact.merge_keys()
 
 
-def openapi_schema(custom: Sequence[CustomKind] = CUSTOM_KINDS) -> dict[str, Any]:
-    """The OpenAPI (Swagger 2.0) document kustomize reads through ``openapi: {path: ...}``."""
+def openapi_schema(custom: Sequence[CustomKind] | None = None) -> dict[str, Any]:
+    """The OpenAPI (Swagger 2.0) document kustomize reads through ``openapi: {path: ...}``.
+
+    ``custom``: the custom kinds it merges (default: every registered target's).
+    """
     definitions = dict(builtin_definitions())
-    for kind in custom:
+    for kind in custom_kinds() if custom is None else custom:
         definitions.update(kind.definitions())
     return {
         "swagger": "2.0",
@@ -167,9 +101,13 @@ def openapi_schema(custom: Sequence[CustomKind] = CUSTOM_KINDS) -> dict[str, Any
     }
 
 
-@cache  # the same bytes in every base: a batch builds them once
 def openapi_text() -> str:
     """``openapi.json``: one definition per line, sorted, so the bytes never vary and diffs stay short."""
+    return _openapi_text(targets.names())
+
+
+@cache  # the same bytes in every base: a batch builds them once (per set of registered targets)
+def _openapi_text(_names: tuple[str, ...]) -> str:
     schema = openapi_schema()
     head = {k: v for k, v in schema.items() if k != "definitions"}
     lines = [f"  {json.dumps(k)}: {json.dumps(v, sort_keys=True, separators=(',', ':'))}" for k, v in head.items()]
@@ -191,51 +129,28 @@ _KUSTOMIZATION_HEADER = f"""\
 """
 
 
-# With a TrainJob in the base: what openapi.json also merges, and why the two extra fields.
-_TRAINER_HEADER = f"""\
-# For the TrainJob it also merges runtimePatches by manager and replicatedJobs by name.
-# sortOptions fifo keeps our TrainingRuntime before the TrainJob that references it (kustomize
-# would sort TrainJob first, and Trainer refuses a TrainJob whose runtime does not exist yet;
-# set it in your overlays too). {CONFIG_FILE} makes runtimeRef.name follow the runtime's
-# name through namePrefix and nameSuffix, and an overlay's images: reach spec.trainer.image.
-"""
-
-
 # With the bundled launcher's ConfigMap in the base (launcher: bundled).
 _LAUNCHER_HEADER = f"""\
 # {CONFIG_FILE} makes the pods' volume of the launcher's ConfigMap follow its name through
 # namePrefix and nameSuffix (kustomize knows that reference in built-in kinds only).
 """
 
-#: Where a pod template of each kind we emit names a ConfigMap volume (kustomize's own
-#: nameReference covers the built-in kinds, the PodTemplate among them, not custom resources).
-_CONFIGMAP_VOLUME_PATHS: Final = (
-    ("kubeflow.org", "PyTorchJob", "spec/pytorchReplicaSpecs/Worker/template/spec/volumes/configMap/name"),
-    ("kubeflow.org", "PyTorchJob", "spec/pytorchReplicaSpecs/Master/template/spec/volumes/configMap/name"),
-    (
-        "trainer.kubeflow.org",
-        "TrainJob",
-        "spec/runtimePatches/trainingRuntimeSpec/template/spec/replicatedJobs/template/spec/template/spec/volumes/"
-        "configMap/name",
-    ),
-    (
-        "trainer.kubeflow.org",
-        "TrainingRuntime",
-        "spec/template/spec/replicatedJobs/template/spec/template/spec/volumes/configMap/name",
-    ),
-)
-
 
 def kustomization(
-    resources: Sequence[str], *, trainer: bool = False, launcher: bool = False, network: str | None = None
+    resources: Sequence[str],
+    *,
+    held: Sequence[Kustomize] = (),
+    launcher: bool = False,
+    network: Field | None = None,
 ) -> dict[str, Any]:
     """The Kustomization listing ``resources`` and pointing kustomize at ``openapi.json``.
 
-    ``trainer``: the base holds a TrainJob, so resources keep their order (our
-    TrainingRuntime first) and :data:`CONFIG_FILE` teaches kustomize the runtimeRef.
+    ``held``: what the targets whose documents the base holds say of their kinds (resources
+    kept in order, references and images :data:`CONFIG_FILE` teaches kustomize).
     ``launcher``: the base holds the bundled launcher's ConfigMap, whose references
-    :data:`CONFIG_FILE` teaches kustomize too. ``network``: the kind of the job a NetworkPolicy
-    of the base selects, whose name :data:`CONFIG_FILE` makes its selector follow.
+    :data:`CONFIG_FILE` teaches kustomize too. ``network``: where the pods of the job a
+    NetworkPolicy of the base selects carry their labels, which :data:`CONFIG_FILE` makes
+    the policy's selector follow.
     """
     out: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -243,20 +158,29 @@ def kustomization(
         "resources": list(resources),
         "openapi": {"path": OPENAPI_FILE},
     }
-    if trainer:
+    if any(k.in_order for k in held):
         out["sortOptions"] = {"order": "fifo"}
-    if trainer or launcher or network:
+    if needs_config(held, launcher=launcher, network=network):
         out["configurations"] = [CONFIG_FILE]
     return out
 
 
+def needs_config(held: Sequence[Kustomize], *, launcher: bool, network: Field | None) -> bool:
+    """Whether the base needs :data:`CONFIG_FILE`: a reference, an image or a label kustomize cannot find."""
+    return launcher or network is not None or any(k.name_references or k.images for k in held)
+
+
 def kustomization_text(
-    resources: Sequence[str], *, trainer: bool = False, launcher: bool = False, network: str | None = None
+    resources: Sequence[str],
+    *,
+    held: Sequence[Kustomize] = (),
+    launcher: bool = False,
+    network: Field | None = None,
 ) -> str:
     """``kustomization.yaml``: a comment header, then the canonical YAML of :func:`kustomization`."""
-    header = _KUSTOMIZATION_HEADER + (_TRAINER_HEADER if trainer else "") + (_LAUNCHER_HEADER if launcher else "")
+    header = _KUSTOMIZATION_HEADER + "".join(k.header for k in held) + (_LAUNCHER_HEADER if launcher else "")
     header += _NETWORK_HEADER if network else ""
-    return header + to_yaml([kustomization(resources, trainer=trainer, launcher=launcher, network=network)])
+    return header + to_yaml([kustomization(resources, held=held, launcher=launcher, network=network)])
 
 
 def _escaped(key: str) -> str:
@@ -264,22 +188,11 @@ def _escaped(key: str) -> str:
     return key.replace("/", "\\/")
 
 
-#: Where each job kind's pods carry the NetworkPolicy's label (targets/network.POD_LABEL): the
-#: PyTorchJob's Worker template and the TrainJob's runtime patch.
-_POD_LABEL_PATHS: Final = {
-    "PyTorchJob": ("kubeflow.org", "spec/pytorchReplicaSpecs/Worker/template/metadata/labels"),
-    "TrainJob": (
-        "trainer.kubeflow.org",
-        "spec/runtimePatches/trainingRuntimeSpec/template/spec/replicatedJobs/template/spec/template/metadata/labels",
-    ),
-}
-
-
-def _network_references(kind: str) -> dict[str, Any]:
+def _network_references(pods: Field) -> dict[str, Any]:
     """The NetworkPolicy's selector and the pods' label both name the job: renamed with it."""
     from elastic_compile.targets.network import POD_LABEL
 
-    group, labels = _POD_LABEL_PATHS[kind]
+    group, kind, labels = pods
     key = _escaped(POD_LABEL)
     policy = [
         {"kind": "NetworkPolicy", "group": "networking.k8s.io", "path": f"{path}/{key}"}
@@ -300,39 +213,38 @@ _NETWORK_HEADER = f"""\
 """
 
 
-def config_text(*, trainer: bool = False, launcher: bool = False, network: str | None = None) -> str:
+def _field(field: Field) -> dict[str, str]:
+    group, kind, path = field
+    return {"kind": kind, "group": group, "path": path}
+
+
+def config_text(*, held: Sequence[Kustomize] = (), launcher: bool = False, network: Field | None = None) -> str:
     """``kustomizeconfig.yaml``: what kustomize cannot know about our custom resources.
 
-    ``trainer``: runtimeRef.name of a TrainJob names a (Cluster)TrainingRuntime, and
-    spec.trainer.image is an image: kustomize's images transformer looks only in
-    ``containers`` and ``initContainers`` lists, and Trainer gives container ``node`` the
-    trainer's image, so without this an overlay's ``images:`` pin would change only our
-    runtime's placeholder, not the job.
-    ``launcher``: a ConfigMap volume of a PyTorchJob, TrainJob or TrainingRuntime names a ConfigMap.
-    ``network``: the job kind whose name the NetworkPolicy's selector and its pods' label carry.
+    ``held``: what the targets whose documents the base holds say of their kinds: the fields
+    that name another object (a TrainJob's runtimeRef.name), and those that hold an image
+    (kustomize's images transformer looks only in ``containers`` and ``initContainers`` lists).
+    ``launcher``: a ConfigMap volume of any registered target's kinds names a ConfigMap.
+    ``network``: where the job's pods carry the label the NetworkPolicy's selector names.
     """
-    group = "trainer.kubeflow.org"
     config: dict[str, Any] = {"nameReference": []}
-    if trainer:
+    images = [_field(field) for k in held for field in k.images]
+    for k in held:
         config["nameReference"] += [
-            {
-                "kind": kind,
-                "group": group,
-                "fieldSpecs": [{"kind": "TrainJob", "group": group, "path": "spec/runtimeRef/name"}],
-            }
-            for kind in ("TrainingRuntime", "ClusterTrainingRuntime")
+            {"kind": kind, "group": group, "fieldSpecs": [_field(field)]} for group, kind, field in k.name_references
         ]
-        config["images"] = [{"kind": "TrainJob", "group": group, "path": "spec/trainer/image"}]
+    if images:
+        config["images"] = images
     if launcher:
-        specs = [{"kind": kind, "group": g, "path": path} for g, kind, path in _CONFIGMAP_VOLUME_PATHS]
+        specs = [_field(field) for k in every_target() for field in k.config_map_volumes]
         config["nameReference"].append({"kind": "ConfigMap", "version": "v1", "fieldSpecs": specs})
     if network:
         config["nameReference"].append(_network_references(network))
         # commonLabels (and labels: with includeSelectors or includeTemplates) add a label to the
         # policy's selectors, which kustomize knows, and to pod templates it knows, which ours are
         # not: the policy would then require a label no pod has. These put it on the pods too.
-        group, labels = _POD_LABEL_PATHS[network]
-        pods = [{"path": labels, "create": True, "kind": network, "group": group}]
+        group, kind, labels = network
+        pods = [{"path": labels, "create": True, "kind": kind, "group": group}]
         config["commonLabels"] = pods
         config["templateLabels"] = pods
     return to_yaml([config])

@@ -23,6 +23,7 @@ from elastic_compile.core.errors import SpecError
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets import checks
 from elastic_compile.targets.bundle import CONFIGMAP_FILE
+from elastic_compile.targets.network import KIND as NETWORK_POLICY
 
 KUSTOMIZATION = kustomize.KUSTOMIZATION_FILE
 
@@ -48,14 +49,16 @@ def _base_files(c: Compiled, fmt: str) -> dict[str, str]:
         files[name] = to_json([o.doc]) if fmt == "json" else to_yaml([o.doc])
         if o.is_resource:
             resources.append(name)
-    trainer = any(o.doc.get("kind") == "TrainJob" for o in c.outputs)
+    chosen = list(dict.fromkeys(o.target for o in c.outputs))  # the targets of this base, in output order
+    held = [k for k in (t.kustomize() for t in chosen) if k is not None]
     launcher = any(o.filename == CONFIGMAP_FILE for o in c.outputs)
-    kinds = [o.doc.get("kind") for o in c.outputs]
-    network = next((k for k in ("TrainJob", "PyTorchJob") if k in kinds), None) if "NetworkPolicy" in kinds else None
-    files[KUSTOMIZATION] = kustomize.kustomization_text(resources, trainer=trainer, launcher=launcher, network=network)
+    # The NetworkPolicy selects the pods of the job its target emits.
+    policy = next((o.target.kustomize() for o in c.outputs if o.document.kind == NETWORK_POLICY), None)
+    network = policy.pod_labels if policy is not None else None
+    files[KUSTOMIZATION] = kustomize.kustomization_text(resources, held=held, launcher=launcher, network=network)
     files[kustomize.OPENAPI_FILE] = kustomize.openapi_text()
-    if trainer or launcher or network:
-        files[kustomize.CONFIG_FILE] = kustomize.config_text(trainer=trainer, launcher=launcher, network=network)
+    if kustomize.needs_config(held, launcher=launcher, network=network):
+        files[kustomize.CONFIG_FILE] = kustomize.config_text(held=held, launcher=launcher, network=network)
     return files
 
 

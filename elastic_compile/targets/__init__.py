@@ -10,7 +10,8 @@ PodTemplate, a Flyte TaskSpec, ...), and owns everything else it knows about tha
 * the kinds it reads back into a spec (:meth:`Target.readers`, ``elastic-compile import``);
 * the kinds ``elastic-compile doctor`` checks with its rules (:meth:`Target.examined`,
   :attr:`Target.doctor_rules`);
-* what ``--explain`` says of its layout (:meth:`Target.explain`).
+* what ``--explain`` says of its layout (:meth:`Target.explain`);
+* what kustomize must be told about its kinds in an ``-o`` base (:meth:`Target.kustomize`).
 
 The pipeline (:mod:`elastic_compile.compiler.pipeline`), the lints, ``import`` and ``doctor``
 iterate the registered targets; none of them names one. Targets are imported only when
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from elastic_compile.core.loader import Loaded
     from elastic_compile.schema import ElasticSpec
     from elastic_compile.targets.checks import DoctorRule, Finding
+    from elastic_compile.targets.kustomize_kinds import Kustomize
     from elastic_compile.targets.readback.draft import Draft
 
 #: The templates of the built-in targets (``elastic_compile/templates``).
@@ -162,6 +164,10 @@ class Target:
     def examined(self) -> tuple[Examined, ...]:
         """The kinds ``elastic-compile doctor`` checks with this target's rules."""
         return ()
+
+    def kustomize(self) -> Kustomize | None:
+        """What kustomize must know about the custom kinds it emits (merge keys, references); None: nothing."""
+        return None
 
     def explain(self, document: Document, spec: ElasticSpec) -> list[str] | None:
         """``--explain``'s lines on the layout of one of its documents; None: the worker plan's layout.

@@ -9,8 +9,10 @@ from typing import Any
 
 import yaml
 
+from elastic_compile import targets
 from elastic_compile.compiler import kustomize, output
 from elastic_compile.compiler.pipeline import ALL, compile_text
+from elastic_compile.targets import kustomize_kinds
 
 FLYTE_SPEC = """\
 name: tiny
@@ -105,7 +107,7 @@ def test_pytorchjob_pod_templates_are_kubernetes_own() -> None:
     defs = kustomize.openapi_schema()["definitions"]
     specs = defs["org.kubeflow.v1.PyTorchJobSpec"]["properties"]["pytorchReplicaSpecs"]
     assert specs["additionalProperties"]["properties"]["template"] == {
-        "$ref": f"#/definitions/{kustomize.POD_TEMPLATE_SPEC}"
+        "$ref": f"#/definitions/{kustomize_kinds.POD_TEMPLATE_SPEC}"
     }
     assert (
         defs["io.k8s.api.apps.v1.DeploymentSpec"]["properties"]["template"]
@@ -113,13 +115,33 @@ def test_pytorchjob_pod_templates_are_kubernetes_own() -> None:
     )
 
 
-def test_a_custom_kind_adds_its_definitions() -> None:
-    """How TrainJob or a TrainingRuntime would join: definitions that lead to the built-in ones."""
-    job = kustomize.obj(template=kustomize.ref(kustomize.JOB_TEMPLATE_SPEC))
-    spec = kustomize.obj(template=kustomize.obj(spec=kustomize.obj(replicatedJobs=kustomize.merged_list("name", job))))
-    runtime = kustomize.CustomKind("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", spec)
-    schema = kustomize.openapi_schema((*kustomize.CUSTOM_KINDS, runtime))
-    assert ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime") in _gvks(schema)
+def job_ref() -> dict[str, Any]:
+    template = {"$ref": f"#/definitions/{kustomize_kinds.JOB_TEMPLATE_SPEC}"}
+    return {"type": "object", "properties": {"template": template}}
+
+
+def test_a_registered_target_adds_its_kinds_to_every_base() -> None:
+    """openapi.json is assembled from the targets' own answers (Target.kustomize): one registered joins it."""
+
+    class Widget(targets.Target):
+        name, summary, order = "widget", "a Widget", 90
+
+        def kustomize(self) -> kustomize_kinds.Kustomize:
+            job = kustomize_kinds.obj(template=kustomize_kinds.ref(kustomize_kinds.JOB_TEMPLATE_SPEC))
+            spec = kustomize_kinds.obj(jobs=kustomize_kinds.merged_list("name", job))
+            widget = kustomize_kinds.CustomKind("widgets.example.com", "v1", "Widget", spec)
+            return kustomize_kinds.Kustomize(kinds=(widget,))
+
+    before = kustomize.openapi_text()
+    targets.register(Widget())
+    try:
+        schema = json.loads(kustomize.openapi_text())
+        assert ("widgets.example.com/v1", "Widget") in _gvks(schema)
+        assert schema["definitions"]["com.example.widgets.v1.WidgetSpec"]["properties"]["jobs"]["items"] == job_ref()
+    finally:
+        targets.unregister("widget")
+    assert kustomize.openapi_text() == before
+    schema = kustomize.openapi_schema()
     assert set(_refs(schema)) <= {f"#/definitions/{name}" for name in schema["definitions"]}
 
 

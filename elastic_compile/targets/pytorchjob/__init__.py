@@ -22,6 +22,7 @@ from elastic_compile.targets.pytorchjob.checks import pod_errors, webhook_errors
 from elastic_compile.targets.worker import OPERATOR_LINTS, SERVICE_LINTS, spec_to_plan
 
 if TYPE_CHECKING:
+    from elastic_compile.targets.kustomize_kinds import Kustomize
     from elastic_compile.targets.readback.draft import Draft
 
 API_VERSION = "kubeflow.org/v1"
@@ -94,6 +95,22 @@ class PyTorchJobTarget(Target):
 
     def examined(self) -> tuple[Examined, ...]:
         return (Examined(API_VERSION, KIND, SCHEMA_FILE, _traps, _pod_values),)
+
+    def kustomize(self) -> Kustomize:
+        from elastic_compile.targets.kustomize_kinds import POD_TEMPLATE_SPEC, CustomKind, Kustomize, map_of, obj, ref
+
+        group = API_VERSION.partition("/")[0]
+        replicas = "spec/pytorchReplicaSpecs"
+        return Kustomize(
+            # The replica specs are a map (Master, Worker) of Kubernetes' own pod templates.
+            kinds=(
+                CustomKind(group, "v1", KIND, obj(pytorchReplicaSpecs=map_of(obj(template=ref(POD_TEMPLATE_SPEC))))),
+            ),
+            config_map_volumes=tuple(
+                (group, KIND, f"{replicas}/{r}/template/spec/volumes/configMap/name") for r in ("Worker", "Master")
+            ),
+            pod_labels=(group, KIND, f"{replicas}/Worker/template/metadata/labels"),
+        )
 
 
 def _read(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Sequence[str] | None) -> Draft:

@@ -17,6 +17,7 @@ from elastic_compile.targets.checks import DoctorRule, Finding, identity_errors,
 from elastic_compile.targets.trainjob import api
 
 if TYPE_CHECKING:
+    from elastic_compile.targets.kustomize_kinds import Kustomize
     from elastic_compile.targets.readback.draft import Draft
     from elastic_compile.targets.trainjob.plan import TrainJobPlan
 
@@ -26,6 +27,17 @@ SCHEMA_FILES = {
     api.TRAINING_RUNTIME: "trainingruntimes.trainer.kubeflow.org.json",
     api.CLUSTER_TRAINING_RUNTIME: "clustertrainingruntimes.trainer.kubeflow.org.json",
 }
+
+
+# kustomization.yaml's lines for a base with a TrainJob: what openapi.json also merges, and why
+# the two extra fields.
+_KUSTOMIZE_HEADER = """\
+# For the TrainJob it also merges runtimePatches by manager and replicatedJobs by name.
+# sortOptions fifo keeps our TrainingRuntime before the TrainJob that references it (kustomize
+# would sort TrainJob first, and Trainer refuses a TrainJob whose runtime does not exist yet;
+# set it in your overlays too). kustomizeconfig.yaml makes runtimeRef.name follow the runtime's
+# name through namePrefix and nameSuffix, and an overlay's images: reach spec.trainer.image.
+"""
 
 
 class TrainJobTarget(Target):
@@ -110,6 +122,49 @@ class TrainJobTarget(Target):
         from elastic_compile.targets.trainjob.plan import explain_layout
 
         return explain_layout(document.context["plan"], spec.launcher)
+
+    def kustomize(self) -> Kustomize:
+        from elastic_compile.targets.kustomize_kinds import (
+            JOB_TEMPLATE_SPEC,
+            CustomKind,
+            Kustomize,
+            merged_list,
+            obj,
+            ref,
+        )
+
+        group, version = api.GROUP, api.API_VERSION.partition("/")[2]
+        # The CRDs' own list-map keys: runtimePatches by manager, replicatedJobs by name,
+        # trainer.env by name; each replicated job's template is Kubernetes' JobTemplateSpec.
+        jobset = obj(spec=obj(replicatedJobs=merged_list("name", obj(template=ref(JOB_TEMPLATE_SPEC)))))
+        runtime_spec = obj(template=jobset)
+        trainjob = obj(
+            trainer=obj(env=merged_list("name", {"type": "object"})),
+            runtimePatches=merged_list("manager", obj(trainingRuntimeSpec=runtime_spec)),
+        )
+        pod = "template/spec/replicatedJobs/template/spec/template"
+        return Kustomize(
+            kinds=(
+                CustomKind(group, version, api.TRAINJOB, trainjob),
+                CustomKind(group, version, api.TRAINING_RUNTIME, runtime_spec),
+                CustomKind(group, version, api.CLUSTER_TRAINING_RUNTIME, runtime_spec),
+            ),
+            config_map_volumes=(
+                (group, api.TRAINJOB, f"spec/runtimePatches/trainingRuntimeSpec/{pod}/spec/volumes/configMap/name"),
+                (group, api.TRAINING_RUNTIME, f"spec/{pod}/spec/volumes/configMap/name"),
+            ),
+            pod_labels=(group, api.TRAINJOB, f"spec/runtimePatches/trainingRuntimeSpec/{pod}/metadata/labels"),
+            header=_KUSTOMIZE_HEADER,
+            # Trainer refuses a TrainJob whose runtime does not exist yet; kustomize would sort TrainJob first.
+            in_order=True,
+            name_references=tuple(
+                (group, kind, (group, api.TRAINJOB, "spec/runtimeRef/name"))
+                for kind in (api.TRAINING_RUNTIME, api.CLUSTER_TRAINING_RUNTIME)
+            ),
+            # Trainer gives container node the trainer's image, and kustomize's images transformer
+            # looks only in containers lists: without this an overlay's pin misses the job.
+            images=((group, api.TRAINJOB, "spec/trainer/image"),),
+        )
 
 
 def _read(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Sequence[str] | None) -> Draft:
