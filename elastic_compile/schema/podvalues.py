@@ -505,19 +505,14 @@ def _pod(pod: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
                                          "must equal containerPort when hostNetwork is true"))  # fmt: skip
 
 
-#: The longest object name the API server takes (apimachinery DNS1123SubdomainMaxLength), and label value.
-_SUBDOMAIN_MAX: Final = 253
-_LABEL_VALUE_MAX: Final = 63
-
-
 def name_problem(name: object) -> str | None:
     """Why ``name`` is no object name of the kinds a pod names (service account, Secret, ConfigMap)."""
     if not isinstance(name, str):
         return None
-    if len(name) > _SUBDOMAIN_MAX or not _DNS1123_SUBDOMAIN.match(name):
+    if not names.is_dns1123_subdomain(name):
         return (
             "must be a lowercase RFC 1123 subdomain: lower case letters, digits, '-' and '.', starting and "
-            f"ending with a letter or digit, at most {_SUBDOMAIN_MAX} characters"
+            f"ending with a letter or digit, at most {names.DNS1123_SUBDOMAIN_MAX} characters"
         )
     return None
 
@@ -526,9 +521,9 @@ def label_value_problem(value: object) -> str | None:
     """Why ``value`` is no label value (apimachinery IsValidLabelValue): empty, or at most 63 characters."""
     if not isinstance(value, str) or value == "":
         return None
-    if len(value) > _LABEL_VALUE_MAX or not _QUALIFIED.match(value):
+    if len(value) > names.LABEL_VALUE_MAX or not names.LABEL_VALUE.match(value):
         return (
-            f"not a label value: at most {_LABEL_VALUE_MAX} letters, digits, '-', '_' and '.', starting and "
+            f"not a label value: at most {names.LABEL_VALUE_MAX} letters, digits, '-', '_' and '.', starting and "
             "ending with a letter or digit"
         )
     return None
@@ -541,7 +536,12 @@ def config_key_problem(key: object) -> str | None:
     """Why ``key`` is no key of a Secret or ConfigMap (apimachinery IsConfigMapKey)."""
     if not isinstance(key, str):
         return None
-    if len(key) > _SUBDOMAIN_MAX or key in (".", "..") or key.startswith("..") or not _CONFIG_KEY.match(key):
+    if (
+        len(key) > names.DNS1123_SUBDOMAIN_MAX
+        or key in (".", "..")
+        or key.startswith("..")
+        or not _CONFIG_KEY.match(key)
+    ):
         return "not a Secret or ConfigMap key: letters, digits, '-', '_' and '.', not starting with '..'"
     return None
 
@@ -551,8 +551,8 @@ def qualified_name_problem(name: object) -> str | None:
     if not isinstance(name, str):
         return None
     prefix, slash, short = name.rpartition("/")
-    if (slash and (not prefix or not _DNS1123_SUBDOMAIN.match(prefix) or len(prefix) > _SUBDOMAIN_MAX)) or not (
-        len(short) <= _LABEL_VALUE_MAX and _QUALIFIED.match(short)
+    if (slash and not names.is_dns1123_subdomain(prefix)) or not (
+        len(short) <= names.QUALIFIED_NAME_MAX and names.QUALIFIED_NAME.match(short)
     ):
         return "not a qualified name: [a DNS subdomain/]at most 63 letters, digits, '-', '_' and '.'"
     return None
