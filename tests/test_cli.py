@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +155,24 @@ def test_output_format_words_are_not_directories(
     assert list(tmp_path.iterdir()) == []
     assert main([MINIMAL, "-o", "./json"]) == 0  # a directory of that name, written as a path
     assert (tmp_path / "json" / "pytorchjob.yaml").is_file()
+
+
+def test_no_pydantic_plugin_is_looked_for_but_by_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command reads no distribution's entry points for pydantic plugins, and leaves the environment as it was."""
+    from pydantic.plugin import _loader
+
+    from elastic_compile.compiler import cli
+
+    looked: list[str] = []
+    monkeypatch.setattr(_loader, "entry_points", lambda group: looked.append(group) or [])
+    monkeypatch.setattr(_loader, "_plugins", None)
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    with cli._without_pydantic_plugins(["spec.yaml"]):
+        assert list(_loader.get_plugins()) == []
+    assert looked == []
+    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
+    # run starts the job's processes, which would inherit the setting: pydantic looks there.
+    with cli._without_pydantic_plugins(["run", "spec.yaml"]):
+        assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
+        _loader.get_plugins()
+    assert looked == ["pydantic"]
