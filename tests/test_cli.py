@@ -164,7 +164,12 @@ def test_no_pydantic_plugin_is_looked_for_but_by_run(monkeypatch: pytest.MonkeyP
     from elastic_compile.compiler import cli
 
     looked: list[str] = []
-    monkeypatch.setattr(_loader, "entry_points", lambda group: looked.append(group) or [])
+
+    def entry_points(group: str) -> list[object]:
+        looked.append(group)
+        return []
+
+    monkeypatch.setattr(_loader, "entry_points", entry_points)
     monkeypatch.setattr(_loader, "_plugins", None)
     monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
     with cli._without_pydantic_plugins(["spec.yaml"]):
