@@ -73,8 +73,10 @@ _FLOAT_RE = re.compile(
 )
 
 # What YAML 1.1 (PyYAML, go-yaml v2 in older kubectl) would read as something other than
-# the string: used only to explain errors ("quote it").
-YAML11_SURPRISE = re.compile(
+# the string: used only to explain errors ("quote it"), so a pattern that ``re`` compiles
+# when an error first needs it (not at import: with _TOP_KIND below, 3 M instructions of every
+# cold compile).
+YAML11_SURPRISE = (
     r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF"
     r"|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?"  # sexagesimal 1:30
     r"|[-+]?0[0-7_]+|[-+]?[0-9][0-9_]*_[0-9_]*|0b[01_]+)$"  # 0755, 1_000, 0b101
@@ -645,14 +647,15 @@ def _position(text: bytes, offset: int) -> tuple[int, int]:
     return line, offset - (before.rfind(b"\n") + 1) + 1
 
 
-# A document's top-level kind, as kubectl and kustomize print it (block style, column 1).
-_TOP_KIND = re.compile(r"^kind:[ \t]*([\"']?)([A-Za-z][A-Za-z0-9]{0,62})\1[ \t]*$", re.M)
+# A document's top-level kind, as kubectl and kustomize print it (block style, column 1): a
+# pattern compiled when an error needs it, as YAML11_SURPRISE.
+_TOP_KIND = r"(?m)^kind:[ \t]*([\"']?)([A-Za-z][A-Za-z0-9]{0,62})\1[ \t]*$"
 
 
 def _stream_hint(text: str, file: str) -> str:
     """For a manifest stream (``kubectl kustomize`` output) given where one spec goes: what reads it."""
     readable = kinds.importable()
-    kind = next((k for _q, k in _TOP_KIND.findall(text) if k in readable), None)
+    kind = next((k for _q, k in re.findall(_TOP_KIND, text) if k in readable), None)
     if kind is None:
         return ""
     source = "-" if file == "<stdin>" else file

@@ -117,7 +117,7 @@ def _message(err: Any, loaded: Loaded, path: list[str | int]) -> str:
     node, _, exact = loaded.locate(path)
     if not (exact and isinstance(node, ScalarNode)):
         return message
-    if not node.style and YAML11_SURPRISE.match(node.value):  # plain: PyYAML's style None, libyaml's ""
+    if not node.style and re.match(YAML11_SURPRISE, node.value):  # plain: PyYAML's style None, libyaml's ""
         message += f"; YAML 1.1 readers give {node.value} another meaning, so write the value you mean"
     elif kind == "string_type":
         message += f'; quote it: "{node.value}"'
