@@ -24,6 +24,11 @@ it has never seen (each run writes a new spec file, with another name and size).
 * the compact schemas (docs/schemas.md): their sizes, the cost of loading them, and of
   checking one emitted PyTorchJob against the CRD's.
 
+``--instructions`` counts instructions instead (``valgrind --tool=cachegrind``, which the
+load of a shared machine does not change): the import floor, one cold compile, one more spec
+in process (N+1 compiles less 1, over N) and the ``-o DIR`` batch (slow under valgrind: a
+smaller ``--batch`` runs sooner, but spreads the ``-o`` path's one-time work over fewer specs).
+
 The package's bytecode is compiled first, as ``pip install`` does: an editable checkout run
 with ``PYTHONDONTWRITEBYTECODE=1`` would otherwise compile every module from source on every
 run and measure the compiler of Python rather than ours.
@@ -148,6 +153,11 @@ def main() -> int:
         help="another checkout (say `git archive main | tar -x -C DIR`) whose package is measured in the same run: "
         "its one spec, its -o batch and its in-process rate, through this interpreter with PYTHONPATH=DIR",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions under valgrind (cachegrind) instead of timing: floor, one spec, in process, batch",
+    )
     parser.add_argument("--in-process-only", action="store_true", help=argparse.SUPPRESS)  # a baseline's child
     args = parser.parse_args()
     if args.in_process_only:
@@ -155,6 +165,8 @@ def main() -> int:
         return 0
 
     compileall.compile_dir(ROOT / "elastic_compile", quiet=1)
+    if args.instructions:
+        return count_instructions(args.batch, args.compiles)
     baseline_env = None
     if args.baseline is not None:
         compileall.compile_dir(args.baseline / "elastic_compile", quiet=1)
@@ -268,6 +280,43 @@ def main() -> int:
         "two bases (read once per run)"
     )
     schema_cost(args.compiles)
+    return 0
+
+
+def instructions(cmd: list[str]) -> int:
+    """Instructions a process runs, as ``valgrind --tool=cachegrind`` counts them (Ir)."""
+    with tempfile.TemporaryDirectory(prefix="cachegrind-") as work:
+        out = Path(work) / "cachegrind.out"
+        valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}"]
+        subprocess.run([*valgrind, *cmd], cwd=ROOT, check=True, capture_output=True)
+        summary = next(line for line in out.read_text().splitlines() if line.startswith("summary:"))
+        return int(summary.split()[1])
+
+
+def count_instructions(batch: int, compiles: int) -> int:
+    """Print the instruction counts of the goals' cases: the floor, one spec cold, in process, the batch."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind")
+    work = Path(tempfile.mkdtemp(prefix="compile-bench-"))
+    try:
+        floor = instructions([sys.executable, "-c", IMPORT_FLOOR])
+        (spec,) = batch_specs(work / "one", 1)
+        one = instructions([str(BIN / "elastic-compile"), spec])
+        child = [sys.executable, __file__, "--in-process-only", "--compiles"]
+        warm, more = (instructions([*child, str(n)]) for n in (1, 1 + compiles))
+        per_spec = (more - warm) / compiles
+        specs = batch_specs(work / "batch" / "specs", batch)
+        top = work / "batch"
+        many = instructions([str(BIN / "elastic-compile"), "--root", str(top), "-o", str(top / "deploy"), *specs])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"import floor ({IMPORT_FLOOR}): {floor / 1e6:,.0f} M instructions")
+    print(f"one spec, cold: {one / 1e6:,.0f} M ({one / floor:.2f}x the floor; goal {GOAL_ONE_SPEC}x)")
+    print(f"one more spec in process: {per_spec / 1e6:,.2f} M (over {compiles} compiles)")
+    print(
+        f"-o DIR, {batch} new specs: {many / 1e6:,.0f} M ({many / one:.2f}x one spec; goal {GOAL_BATCH}x), "
+        f"{(many - one) / max(batch - 1, 1) / 1e6:,.2f} M per spec beyond the first"
+    )
     return 0
 
 
