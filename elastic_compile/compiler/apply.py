@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from elastic_compile import targets
 from elastic_compile.compiler.pipeline import Compiled
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.targets.checks import locate, parse_path
@@ -46,34 +47,18 @@ from elastic_compile.targets.checks import locate, parse_path
 #: The field manager of every object we apply (``--field-manager`` changes it).
 FIELD_MANAGER: Final = "elastic-compile"
 
-#: The kinds our targets emit: (apiVersion, kind) -> the resource's plural. All are namespaced.
-RESOURCES: Final[dict[tuple[str, str], str]] = {
-    ("v1", "ConfigMap"): "configmaps",
-    ("v1", "PodTemplate"): "podtemplates",
-    ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
-    ("kubeflow.org/v1", "PyTorchJob"): "pytorchjobs",
-    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): "trainjobs",
-    ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"): "trainingruntimes",
-}
 
-#: The last name in a server's field path -> the spec field that writes it (for locating a refusal).
-_SPEC_FIELDS: Final[dict[str, tuple[str, ...]]] = {
+#: The last name in a server's field path -> the spec field that writes it (for locating a
+#: refusal): the pod's own here, each target's in :attr:`Target.spec_fields`.
+_POD_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "image": ("image",),
     "command": ("command",),
     "args": ("command",),
     "env": ("env",),
     "resources": ("resources",),
-    "resourcesPerNode": ("resources",),
-    "numNodes": ("nnodes",),
-    "replicas": ("nnodes",),
-    "minReplicas": ("nnodes",),
-    "maxReplicas": ("nnodes",),
-    "nprocPerNode": ("nproc_per_node",),
-    "numProcPerNode": ("nproc_per_node",),
     "namespace": ("namespace",),
     "labels": ("labels",),
     "annotations": ("annotations",),
-    "runtimeRef": ("trainjob", "runtime"),
 }
 
 #: An admission webhook's denial names no cause; its message starts with the field path of its
@@ -107,7 +92,7 @@ class Item:
     def path(self) -> str:
         """The object's resource path on the API server."""
         version = self.doc["apiVersion"]
-        plural = RESOURCES[(version, self.doc["kind"])]
+        plural = targets.resources()[(version, self.doc["kind"])]
         root = "/api/v1" if version == "v1" else f"/apis/{version}"
         return f"{root}/namespaces/{self.namespace}/{plural}/{self.doc['metadata']['name']}"
 
@@ -120,6 +105,7 @@ def plan(compiled: Sequence[Compiled], namespace: str | None, default_namespace:
     """
     items: list[Item] = []
     problems: list[Problem] = []
+    known = targets.resources()  # every kind our targets emit (all namespaced)
     for c in compiled:
         if namespace is not None and c.spec.namespace and c.spec.namespace != namespace:
             problems.append(
@@ -136,7 +122,7 @@ def plan(compiled: Sequence[Compiled], namespace: str | None, default_namespace:
             if not output.is_resource:
                 continue  # the Flyte task spec: no Kubernetes object
             key = (str(output.doc.get("apiVersion")), str(output.doc.get("kind")))
-            if key not in RESOURCES:
+            if key not in known:
                 raise SpecError([locate(c.loaded, (), f"apply: {key[1]} ({key[0]}) is no kind apply knows")])
             doc = json.loads(json.dumps(output.doc))
             doc["metadata"]["namespace"] = ns
@@ -149,9 +135,10 @@ def plan(compiled: Sequence[Compiled], namespace: str | None, default_namespace:
 def spec_path(server_field: str) -> tuple[str, ...]:
     """The spec field a server's field path (``spec.trainer.image``) comes from, else ``name``."""
     parts = [p for p in parse_path(server_field.lstrip(".")) if isinstance(p, str)]
+    fields = {**_POD_FIELDS, **targets.spec_fields()}
     for part in reversed(parts):
-        if part in _SPEC_FIELDS:
-            return _SPEC_FIELDS[part]
+        if part in fields:
+            return fields[part]
     return ("name",)
 
 
@@ -265,13 +252,12 @@ def _run(client: Client, items: list[Item], *, dry_run: bool, field_manager: str
     if force_conflicts:
         query.append(("force", "true"))
     problems: list[Problem] = []
-    unchecked = _runtimes_not_yet_there(client, items)
+    unchecked = _needs_not_yet_there(client, items)
     for item in items:
         if id(item) in unchecked:
-            runtime = item.doc["spec"]["runtimeRef"]["name"]
             print(
-                f"elastic-compile apply: note: {item.shown}: not dry-run: Trainer's webhook needs its TrainingRuntime "
-                f"{runtime}, which this apply creates first",
+                f"elastic-compile apply: note: {item.shown}: not dry-run: the server admits it only once "
+                f"{unchecked[id(item)]} exists, which this apply creates first",
                 file=sys.stderr,
             )
             continue
@@ -298,18 +284,19 @@ def _run(client: Client, items: list[Item], *, dry_run: bool, field_manager: str
     return 0
 
 
-def _runtimes_not_yet_there(client: Client, items: Sequence[Item]) -> set[int]:
-    """The TrainJobs whose TrainingRuntime is in this apply and not on the server yet."""
-    runtimes = {(i.namespace, i.doc["metadata"]["name"]): i for i in items if i.doc["kind"] == "TrainingRuntime"}
-    out: set[int] = set()
+def _needs_not_yet_there(client: Client, items: Sequence[Item]) -> dict[int, str]:
+    """The objects whose admission needs another of this apply that is not on the server yet
+    (a TrainJob and its TrainingRuntime: :meth:`Target.admission_needs`), each with that one shown."""
+    by_key = {(i.namespace, i.doc["apiVersion"], i.doc["kind"], i.doc["metadata"]["name"]): i for i in items}
+    out: dict[int, str] = {}
     for item in items:
-        ref = item.doc["spec"].get("runtimeRef") or {} if item.doc["kind"] == "TrainJob" else {}
-        runtime = runtimes.get((item.namespace, str(ref.get("name")))) if ref.get("kind") == "TrainingRuntime" else None
-        if runtime is not None:
-            status, _, _ = client.request("GET", runtime.path, [])
+        need = targets.admission_needs(item.doc)
+        first = by_key.get((item.namespace, *need)) if need is not None else None
+        if first is not None:
+            status, _, _ = client.request("GET", first.path, [])
             if status == 404:
-                out.add(id(item))
+                out[id(item)] = f"{first.doc['kind']} {first.doc['metadata']['name']}"
     return out
 
 
-__all__ = ["FIELD_MANAGER", "RESOURCES", "ApplyFailed", "Item", "plan", "refusal_problems", "run", "spec_path"]
+__all__ = ["FIELD_MANAGER", "ApplyFailed", "Item", "plan", "refusal_problems", "run", "spec_path"]

@@ -482,6 +482,8 @@ def _doctor(argv: Sequence[str]) -> int:
 
 
 def _apply_parser() -> argparse.ArgumentParser:
+    from elastic_compile import targets
+
     p = _Parser(
         prog="elastic-compile apply",
         description="Compile the specs and send the objects to the cluster of your kubeconfig, as kubectl apply "
@@ -494,7 +496,8 @@ def _apply_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-t",
         "--target",
-        choices=("pytorchjob", "trainjob", "podtemplate"),
+        # The targets whose output is Kubernetes objects (the Flyte ones are not).
+        choices=tuple(t.name for t in targets.every() if t.resources),
         help="what to apply (default: the spec's target, else pytorchjob)",
     )
     p.add_argument(

@@ -128,6 +128,12 @@ class Target:
     places_accelerator: ClassVar[bool] = False
     #: The doctor rules of its own (codes are product surface: unique across every target).
     doctor_rules: ClassVar[tuple[DoctorRule, ...]] = ()
+    #: The API server's resource (its plural, in the object's path) of each ``(apiVersion,
+    #: kind)`` its documents hold: what ``elastic-compile apply`` sends. Empty: no Kubernetes objects.
+    resources: ClassVar[Mapping[tuple[str, str], str]] = {}
+    #: The last name of a field path in its objects -> the spec field that writes it, beyond the
+    #: pod's own (image, env, ...): where ``apply`` locates a refusal of the server.
+    spec_fields: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     def in_all(self, spec: ElasticSpec) -> bool:
         """Whether ``-t all`` includes this target for ``spec`` (an explicit ``-t`` always does)."""
@@ -167,6 +173,11 @@ class Target:
 
     def kustomize(self) -> Kustomize | None:
         """What kustomize must know about the custom kinds it emits (merge keys, references); None: nothing."""
+        return None
+
+    def admission_needs(self, doc: Mapping[str, Any]) -> tuple[str, str, str] | None:
+        """The object (apiVersion, kind, name, in the same namespace) that must exist before the
+        server admits ``doc``, even in a dry run; None: nothing. ``apply`` sends that one first."""
         return None
 
     def explain(self, document: Document, spec: ElasticSpec) -> list[str] | None:
@@ -257,6 +268,21 @@ def _valid(target: Any, name: Any) -> None:
 def every() -> tuple[Target, ...]:
     """Every registered target, in ``-t all`` order."""
     return tuple(get(name) for name in names())
+
+
+def resources() -> dict[tuple[str, str], str]:
+    """Every target's :attr:`Target.resources`: ``(apiVersion, kind)`` -> the resource's plural."""
+    return {key: plural for target in every() for key, plural in target.resources.items()}
+
+
+def spec_fields() -> dict[str, tuple[str, ...]]:
+    """Every target's :attr:`Target.spec_fields`."""
+    return {name: path for target in every() for name, path in target.spec_fields.items()}
+
+
+def admission_needs(doc: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """What some target says ``doc`` needs on the server before it is admitted (:meth:`Target.admission_needs`)."""
+    return next((need for target in every() if (need := target.admission_needs(doc)) is not None), None)
 
 
 def importable_kinds() -> tuple[str, ...]:

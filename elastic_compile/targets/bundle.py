@@ -301,6 +301,8 @@ def command() -> list[str]:
 
 API_VERSION: Final = "v1"
 KIND: Final = "ConfigMap"
+#: Its resource on the API server (:attr:`Target.resources <elastic_compile.targets.Target.resources>`).
+RESOURCE: Final = {(API_VERSION, KIND): "configmaps"}
 
 
 def documents(spec: ElasticSpec) -> list[Document]:

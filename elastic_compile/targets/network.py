@@ -29,6 +29,8 @@ API_VERSION = "networking.k8s.io/v1"
 #: The pods' label the policy selects (the job's name); the compiler owns it in pod_template.
 POD_LABEL = "elastic-compile.dev/job-name"
 KIND = "NetworkPolicy"
+#: Its resource on the API server (:attr:`Target.resources <elastic_compile.targets.Target.resources>`).
+RESOURCE = {(API_VERSION, KIND): "networkpolicies"}
 TEMPLATE = "networkpolicy.yaml.j2"
 FILENAME = "networkpolicy.yaml"
 

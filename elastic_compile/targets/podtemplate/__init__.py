@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import Any, ClassVar
 
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
@@ -31,6 +31,7 @@ class PodTemplateTarget(Target):
     order = 10
     generation = "v1"
     places_accelerator = True
+    resources: ClassVar[Mapping[tuple[str, str], str]] = {(API_VERSION, KIND): "podtemplates", **bundle.RESOURCE}
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
         # The training operator v1 runs this pod and sets its own env in it.

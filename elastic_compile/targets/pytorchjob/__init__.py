@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
@@ -39,6 +39,17 @@ class PyTorchJobTarget(Target):
     order = 0
     generation = "v1"
     places_accelerator = True
+    resources: ClassVar[Mapping[tuple[str, str], str]] = {
+        (API_VERSION, KIND): "pytorchjobs",
+        **bundle.RESOURCE,
+        **network.RESOURCE,
+    }
+    spec_fields: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "replicas": ("nnodes",),
+        "minReplicas": ("nnodes",),
+        "maxReplicas": ("nnodes",),
+        "nProcPerNode": ("nproc_per_node",),
+    }
     doctor_rules = (
         DoctorRule("DR001", "webhook", "the training operator's validating webhook rejects the job: kubectl apply "
                    "fails"),

@@ -8,7 +8,7 @@ holds the upstream facts both rely on.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from elastic_compile.core.loader import Loaded
 from elastic_compile.schema import ElasticSpec
@@ -52,6 +52,18 @@ class TrainJobTarget(Target):
     order = 5
     generation = "v2"
     places_accelerator = True
+    resources: ClassVar[Mapping[tuple[str, str], str]] = {
+        (api.API_VERSION, api.TRAINJOB): "trainjobs",
+        (api.API_VERSION, api.TRAINING_RUNTIME): "trainingruntimes",
+        **bundle.RESOURCE,
+        **network.RESOURCE,
+    }
+    spec_fields: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "resourcesPerNode": ("resources",),
+        "numNodes": ("nnodes",),
+        "numProcPerNode": ("nproc_per_node",),
+        "runtimeRef": ("trainjob", "runtime"),
+    }
     doctor_rules = (
         DoctorRule("DR021", "trainer-webhook", "Trainer v2's webhooks or CEL rules reject the TrainJob"),
         DoctorRule("DR022", "runtime-webhook", "Trainer v2's runtime webhook rejects the runtime, or the SDK skips it"),
@@ -102,6 +114,16 @@ class TrainJobTarget(Target):
             *schema_errors(doc, SCHEMA_FILES[api.TRAINJOB], api.API_VERSION, api.TRAINJOB),
             *trainjob_errors(doc, plan.runtime_jobs()),
         ]
+
+    def admission_needs(self, doc: Mapping[str, Any]) -> tuple[str, str, str] | None:
+        # Trainer's webhook looks the runtime up: a TrainJob whose TrainingRuntime does not exist
+        # yet is refused, in a dry run too.
+        if (doc.get("apiVersion"), doc.get("kind")) != (api.API_VERSION, api.TRAINJOB):
+            return None
+        ref = (doc.get("spec") or {}).get("runtimeRef") or {}
+        if ref.get("kind") != api.TRAINING_RUNTIME or not ref.get("name"):
+            return None
+        return api.API_VERSION, api.TRAINING_RUNTIME, str(ref["name"])
 
     def readers(self) -> tuple[Reader, ...]:
         # Its runtime may be in the stream beside it: read with the TrainJob.
