@@ -143,6 +143,11 @@ def test_check_before_a_spec_with_output_dir(tmp_path: Path, capsys: pytest.Capt
         (["-o", "yaml"], "for yaml on standard output use --format yaml"),
         (["-oyml"], "for yml on standard output use --format yaml"),
         (["-o", "-"], "standard output is the default: leave out -o"),
+        (["-o", "JSON"], "for json on standard output use --format json"),
+        (["-o", "wide"], "kubectl's -o wide has no counterpart"),
+        (["-o", "name"], "kubectl's -o name has no counterpart"),
+        (["-o", "jsonpath={.kind}"], "kubectl's -o jsonpath has no counterpart"),
+        (["-o", "custom-columns=NAME:.metadata.name"], "kubectl's -o custom-columns has no counterpart"),
     ],
 )
 def test_output_format_words_are_not_directories(

@@ -117,16 +117,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 #: Words kubectl takes after -o (an output format; ``-`` for standard output): here they would
-#: name a new directory and print nothing.
+#: name a new directory and print nothing. The rest of kubectl's formats (``kubectl get --help``)
+#: have no counterpart here. Compared in lower case, and before a ``=`` (``jsonpath={.kind}``).
 FORMAT_WORDS = {"json": "use --format json", "yaml": "use --format yaml", "yml": "use --format yaml"}
+KUBECTL_FORMATS = frozenset({
+    "wide", "name", "kyaml", "go-template", "go-template-file", "template", "templatefile", "jsonpath",
+    "jsonpath-file", "jsonpath-as-json", "custom-columns", "custom-columns-file",
+})  # fmt: skip
 
 
 def _output_directory(text: str) -> Path:
     """``-o DIR``'s value: a directory, never a kubectl output format (``-o json``) or ``-``."""
+    word = text.partition("=")[0].lower()
     if text == "-":
         advice = "standard output is the default: leave out -o"
-    elif text in FORMAT_WORDS:
-        advice = f"for {text} on standard output {FORMAT_WORDS[text]}"
+    elif word in FORMAT_WORDS:
+        advice = f"for {word} on standard output {FORMAT_WORDS[word]}"
+    elif word in KUBECTL_FORMATS:
+        advice = f"kubectl's -o {word} has no counterpart: the output is YAML (--format json for JSON)"
     else:
         return Path(text)
     raise argparse.ArgumentTypeError(
