@@ -70,6 +70,8 @@ class TrainJobTarget(Target):
         DoctorRule("DR023", "no-launcher", "Trainer's runtime starts no launcher: the command runs once per pod, "
                    "without MASTER_ADDR, RANK or WORLD_SIZE"),
         DoctorRule("DR024", "jobset-ttl", "a JobSet TTL makes Trainer v2.3 rerun a failed job without end"),
+        DoctorRule("DR031", "min-above-nodes", "the launcher's minimum node count is above numNodes: the rendezvous "
+                   "never fills, or elastic-launch refuses it, and the pods fail until backoffLimit"),
     )  # fmt: skip
 
     def in_all(self, spec: ElasticSpec) -> bool:

@@ -11,6 +11,7 @@ and the launcher rules every target shares.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -75,8 +76,32 @@ def findings(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
                     "reaches the training code",
                 )
             )
+    found += _min_above_nodes(words, nodes)
     found += _pod_findings(spec, runtime)
     return list(dict.fromkeys(found))
+
+
+def _min_above_nodes(words: Sequence[str], nodes: int) -> list[Finding]:
+    """DR031: an elastic minimum (elastic-launch's ``--min-nodes``, torchrun's ``--nnodes MIN:MAX``)
+    above numNodes, as an overlay that lowers numNodes leaves it: no rendezvous can start."""
+    split = [part for w in words if isinstance(w, str) for part in (shlex.split(w) if " " in w else [w])]
+    for i, word in enumerate(split):
+        option, eq, value = word.partition("=")
+        if option not in (contract.OPT_MIN_NODES, "--nnodes"):
+            continue
+        text = value if eq else (split[i + 1] if i + 1 < len(split) else "")
+        low = text.partition(":")[0] if option == "--nnodes" else text
+        if (":" in text or option == contract.OPT_MIN_NODES) and low.isdigit() and int(low) > nodes:
+            if option == contract.OPT_MIN_NODES:
+                fate = "elastic-launch refuses it at start"
+            else:
+                fate = "the rendezvous never reaches its minimum and times out"
+            message = (
+                f"{option} asks for at least {low} nodes but numNodes is {nodes}: {fate}, so every pod fails until "
+                f"backoffLimit; lower the minimum with numNodes, or raise numNodes to {low} or more"
+            )
+            return [Finding("min-above-nodes", (*_TRAINER, "numNodes"), message)]
+    return []
 
 
 def _no_launcher(words: Sequence[str], nodes: int, nproc: str) -> list[Finding]:
