@@ -188,6 +188,8 @@ CASES: list[tuple[str, dict[str, Any] | list[dict[str, Any]], str]] = [
     ("DR007", _tj(**{"metadata.name": "a" * 49}), "metadata.name"),
     ("DR022", _tj(_with(base=RUNTIME, **{"metadata.labels": None})), "metadata.labels"),
     ("DR023", _tj(**{f"{T}.command": ["python", "train.py"]}), f"{T}.command"),
+    ("DR023", _tj(**{f"{T}.command": ["python", "t.py"], f"{T}.numNodes": 1, f"{T}.numProcPerNode": None,
+                     f"{T}.resourcesPerNode": {"limits": {"nvidia.com/gpu": "2"}}}), f"{T}.command"),
     ("DR024", _tj(_with(base=RUNTIME, **{"spec.template.spec.ttlSecondsAfterFinished": 60})),
      "spec.template.spec.ttlSecondsAfterFinished"),
     # An overlay that lowers numNodes below the elastic minimum (red team: the pods crash-loop).
@@ -270,6 +272,9 @@ NEAR_MISSES: list[tuple[str, dict[str, Any] | list[dict[str, Any]]]] = [
     ("DR012", _tj(_with(base=RUNTIME, **{f"{RJ}.initContainers": [{"name": "logs", "image": "x:1",
                                                                    "restartPolicy": "Always"}]}))),
     ("DR023", _tj(**{f"{T}.command": ["python", "train.py"], f"{T}.numNodes": 1, f"{T}.numProcPerNode": 1})),
+    # One node with one GPU: Trainer's "auto" is one process (red team).
+    ("DR023", _tj(**{f"{T}.command": ["python", "t.py"], f"{T}.numNodes": 1, f"{T}.numProcPerNode": None,
+                     f"{T}.resourcesPerNode": {"limits": {"cpu": "4", "nvidia.com/gpu": "1"}}})),
     ("DR023", _tj(**{f"{T}.command": ["bash", "-c"], f"{T}.args": ["cd /w && torchrun train.py"]})),
     # No command: the image's entrypoint runs (with the args), which a manifest does not show.
     ("DR023", _tj(**{f"{T}.command": None})),

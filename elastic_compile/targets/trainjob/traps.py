@@ -62,7 +62,12 @@ def findings(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
     if torch and trainer and all(isinstance(w, str) for w in words):
         # Without a command the image's entrypoint runs (with the args): not in the manifest to judge.
         if trainer.get("command") and not _launches(words):
-            found += _no_launcher(words, nodes, nproc_text)
+            per_node = nproc_text
+            if per_node == "auto":  # one process per device the pod gets: its GPU request
+                given = trainer.get("resourcesPerNode")
+                gpus = api.gpus_per_node(given if isinstance(given, Mapping) else (resources or {}))
+                per_node = str(gpus) if gpus > 0 else per_node
+            found += _no_launcher(words, nodes, per_node)
         found += launcher_findings(trainer, _TRAINER, _OVERRIDING, nodes=nodes, restarts_set=True, injected=injected)
     env = trainer.get("env")
     for j, entry in enumerate(env if isinstance(env, list) else []):
