@@ -120,10 +120,15 @@ def raise_problems(problems: Sequence[tuple[FieldPath, str]], loaded: Loaded | N
 
 
 def locate(loaded: Loaded | None, path: FieldPath, message: str) -> Problem:
-    """A problem at ``path`` in the loaded file; specs built in Python have no file."""
+    """A problem at ``path`` in the loaded file; specs built in Python have no file.
+
+    A path ending in ``[key]`` points at a mapping's key (an env name in the map form), not its value.
+    """
+    at_key = bool(path) and path[-1] == "[key]"
+    where = list(path[:-1] if at_key else path)
     if loaded is not None:
-        return loaded.problem(list(path), message)
-    return Problem("<spec>", 1, 1, dotted(list(path)), message)
+        return loaded.problem(where, message, at_key=at_key) if at_key else loaded.problem(where, message)
+    return Problem("<spec>", 1, 1, dotted(where), message)
 
 
 _PART = re.compile(r'\[([0-9]+)\]|\[("(?:[^"\\]|\\.)*")\]|\.?([^.\[]+)')
