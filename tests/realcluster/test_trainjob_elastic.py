@@ -31,15 +31,15 @@ BACKOFF_LIMIT = 9
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
-SPEC = f"""\
+SPEC = """\
 target: trainjob
-name: elastic3
+name: {name}
 image: python:3.12
 command: [python, train.py]
-nnodes: "{MIN}:{MAX}"
+nnodes: "{min}:{max}"
 max_restarts: 3
 run_policy:
-  backoff_limit: {BACKOFF_LIMIT}
+  backoff_limit: {backoff_limit}
 resources:
   requests: {{cpu: 1, memory: 1Gi}}
 """
@@ -102,7 +102,7 @@ def test_elastic_trainjob_on_the_real_engines(cluster: Cluster, namespace: str, 
     from kubernetes import client
 
     spec = tmp_path / "elastic.yaml"
-    spec.write_text(SPEC)
+    spec.write_text(SPEC.format(name="elastic3", min=MIN, max=MAX, backoff_limit=BACKOFF_LIMIT))
     docs = compile_spec(spec, "trainjob")
     assert [d["kind"] for d in docs] == ["TrainingRuntime", "TrainJob"]
     runtime, trainjob = docs
@@ -204,3 +204,57 @@ def test_elastic_trainjob_on_the_real_engines(cluster: Cluster, namespace: str, 
         time.sleep(EVERY)
     assert _conditions(jobset).get("Completed") == "True", jobset.get("status")
     assert _conditions(done).get("Complete") == "True", done.get("status")
+
+
+def test_backoff_limit_fails_the_trainjob_without_a_jobset_restart(
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """backoffLimit + 1 failed pods fail the node Job; the JobSet fails at once (no restart, as
+    maxRestarts 0 says even though the field does not reach the JobSet) and the TrainJob fails."""
+    from kubernetes import client
+
+    limit = 1
+    name = "elastic-fail"
+    spec = tmp_path / "elastic.yaml"
+    spec.write_text(SPEC.format(name=name, min=MIN, max=MAX, backoff_limit=limit))
+    for doc in compile_spec(spec, "trainjob"):
+        apply(cluster, doc, namespace=namespace)
+    selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+    wait_for_pods(cluster, namespace, selector, MAX)
+    core = client.CoreV1Api(cluster.api)
+    failed: list[str] = []
+    job: dict[str, Any] = {}
+    # The kubelet's part: pods fail one at a time (index 1, then whichever lives), until the Job fails.
+    for _ in range(POLLS):
+        job = _get(cluster, "batch/v1", "Job", f"{name}-node-0", namespace) or {}
+        if _conditions(job).get("Failed") == "True":
+            break
+        live = [
+            p
+            for p in _pods(cluster, namespace, selector)
+            if p["status"].get("phase") == "Pending" and not p["metadata"].get("deletionTimestamp")
+        ]
+        if len(failed) <= limit and live and (job.get("status") or {}).get("failed", 0) == len(failed):
+            victim = sorted(live, key=lambda p: p["metadata"]["labels"][INDEX_LABEL] == "0")[0]
+            core.patch_namespaced_pod_status(victim["metadata"]["name"], namespace, {"status": {"phase": "Failed"}})
+            failed.append(victim["metadata"]["name"])
+        time.sleep(EVERY)
+    assert len(failed) == limit + 1, failed
+    assert _conditions(job).get("Failed") == "True", job.get("status")
+    reasons = [c.get("reason") for c in job["status"]["conditions"] if c["type"] == "Failed"]
+    assert reasons == ["BackoffLimitExceeded"], job["status"]
+    print(f"Job status: {job['status']}")
+
+    jobset: dict[str, Any] = {}
+    trainjob: dict[str, Any] = {}
+    for _ in range(POLLS):
+        jobset = _get(cluster, "jobset.x-k8s.io/v1alpha2", "JobSet", name, namespace) or {}
+        trainjob = _get(cluster, "trainer.kubeflow.org/v1alpha1", "TrainJob", name, namespace) or {}
+        if _conditions(jobset).get("Failed") == "True" and _conditions(trainjob).get("Failed") == "True":
+            break
+        time.sleep(EVERY)
+    assert _conditions(jobset).get("Failed") == "True", jobset.get("status")
+    assert (jobset.get("status") or {}).get("restarts", 0) == 0, jobset["status"]
+    assert _conditions(trainjob).get("Failed") == "True", trainjob.get("status")
+    print(f"JobSet status: {jobset['status']}")
+    print(f"TrainJob conditions: {trainjob['status']['conditions']}")
