@@ -14,7 +14,11 @@ the pod status subresource, as a kubelet would write it, and watches the Job con
 * index 0's pod deleted: its replacement appears only once the old pod is gone or Failed,
   never next to a live old one (``podReplacementPolicy: Failed``);
 * index 0's pod ``Succeeded``: the successPolicy is met, the other pods are removed, the Job,
-  the JobSet and the TrainJob complete.
+  the JobSet and the TrainJob complete;
+* in a second job, ``backoffLimit + 1`` pods ``Failed``: the Job, then the JobSet (with no
+  restart) and the TrainJob fail.
+
+docs/trainer-v2.md, "Tested on the real control plane", states what they did.
 """
 
 from __future__ import annotations
