@@ -238,16 +238,9 @@ class Job:
         if replaced and pod.state == "Running":
             kill_pod_processes(pod)
             code = self._finish_process(pod)
-            pod.recreated += 1
-            total = sum(p.recreated for p in self.pods)
-            if self.rules.past_failed_limit(total):
-                pod.state = "Failed"
-                return Outcome(
-                    "Failed",
-                    code,
-                    f"{pod.name} lost (--replace, exit {code}); backoffLimit {self.rules.backoff_limit} reached: "
-                    f"{total} failed pod(s) is more than it allows",
-                )
+            over = self._recreated(pod, code, f"{pod.name} lost (--replace, exit {code})")
+            if over is not None:
+                return over
             self.printer.event(
                 f"{pod.name} lost (--replace): SIGKILL to every process of the pod (exit {code}); its controller "
                 "creates a new pod for it on a free node"
@@ -314,16 +307,9 @@ class Job:
             return None
         replaced = self.rules.replaces(policy, code)
         if replaced is not None:
-            pod.recreated += 1
-            total = sum(p.recreated for p in self.pods)
-            if self.rules.past_failed_limit(total):
-                pod.state = "Failed"
-                return Outcome(
-                    "Failed",
-                    code,
-                    f"{pod.name} exited {code}; backoffLimit {self.rules.backoff_limit} reached: "
-                    f"{total} failed pod(s) is more than it allows",
-                )
+            over = self._recreated(pod, code, f"{pod.name} exited {code}")
+            if over is not None:
+                return over
             self.printer.event(f"{pod.name} {replaced}")
             pod.state, pod.start_at = "Pending", self.elapsed()
             return None
@@ -333,6 +319,19 @@ class Job:
         else:
             why = f"restartPolicy {policy}: a failed pod fails the job"
         return Outcome("Failed", code, f"{pod.name} failed: {why}")
+
+    def _recreated(self, pod: LocalPod, code: int, what: str) -> Outcome | None:
+        """Count a failed pod its controller replaces; the job's failure once that passes backoffLimit."""
+        pod.recreated += 1
+        total = sum(p.recreated for p in self.pods)
+        if not self.rules.past_failed_limit(total):
+            return None
+        pod.state = "Failed"
+        return Outcome(
+            "Failed",
+            code,
+            f"{what}; backoffLimit {self.rules.backoff_limit} reached: {total} failed pod(s) is more than it allows",
+        )
 
     def _lost_check(self) -> Outcome | None:
         """A lost pod that the job cannot do without; the cluster would recreate it elsewhere."""

@@ -16,7 +16,7 @@ import posixpath
 import re
 import typing
 from decimal import Decimal
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -634,54 +634,44 @@ class Rendezvous(_Section):
 # --------------------------------------------------------------------------- env
 
 
-class SecretKeyRef(_Model):
+class _KeyRef(_Model):
+    """A key of a Secret or ConfigMap: both names checked as the API server checks them."""
+
+    #: What the name names, for the message.
+    what: ClassVar[str]
+
+    name: Annotated[str, _text("name")]
+    key: Annotated[str, _text("key")]
+    optional: bool | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _object_name(cls, value: str) -> str:
+        # The API server refuses the pod otherwise (seen by tests/realcluster/test_server_fuzz.py).
+        why = podvalues.name_problem(value)
+        if why is not None:
+            raise ValueError(f"not a {cls.what} name: {why}")
+        return value
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        why = podvalues.config_key_problem(value)
+        if why is not None:
+            raise ValueError(why)
+        return value
+
+
+class SecretKeyRef(_KeyRef):
     """A key of a Secret."""
 
-    name: Annotated[str, _text("name")]
-    key: Annotated[str, _text("key")]
-    optional: bool | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _object_name(cls, value: str) -> str:
-        # The API server refuses the pod otherwise (seen by tests/realcluster/test_server_fuzz.py).
-        why = podvalues.name_problem(value)
-        if why is not None:
-            raise ValueError(f"not a Secret name: {why}")
-        return value
-
-    @field_validator("key")
-    @classmethod
-    def _key(cls, value: str) -> str:
-        why = podvalues.config_key_problem(value)
-        if why is not None:
-            raise ValueError(why)
-        return value
+    what = "Secret"
 
 
-class ConfigMapKeyRef(_Model):
+class ConfigMapKeyRef(_KeyRef):
     """A key of a ConfigMap."""
 
-    name: Annotated[str, _text("name")]
-    key: Annotated[str, _text("key")]
-    optional: bool | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _object_name(cls, value: str) -> str:
-        # The API server refuses the pod otherwise (seen by tests/realcluster/test_server_fuzz.py).
-        why = podvalues.name_problem(value)
-        if why is not None:
-            raise ValueError(f"not a ConfigMap name: {why}")
-        return value
-
-    @field_validator("key")
-    @classmethod
-    def _key(cls, value: str) -> str:
-        why = podvalues.config_key_problem(value)
-        if why is not None:
-            raise ValueError(why)
-        return value
+    what = "ConfigMap"
 
 
 def _downward_allowed(ref: BaseModel, kind: str) -> None:
