@@ -93,13 +93,15 @@ TRAINJOB_DOWNWARD_ENV: Final[tuple[tuple[str, str], ...]] = (
 # layout we emit, so a user value is silently overridden (or duplicated) in the pod.
 OPERATOR_ENV_NAMES: Final = frozenset({"PYTHONUNBUFFERED"})
 OPERATOR_ENV_PREFIX: Final = "PET_"
-# Set by torch elastic for every worker process, replacing whatever the container had. The
+# Set by torch elastic for every worker process, replacing whatever the container had (torch
+# 2.13: LocalElasticAgent._start_workers's worker_env). The
 # operator sets MASTER_*, WORLD_SIZE and RANK only in layouts with a Master replica, which we
 # never emit (training-operator v1.9.4: pkg/controller.v1/pytorch/master.go), so a user value on the training
 # container is dead.
 WORKER_ENV_NAMES: Final = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-     "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE"}
+     "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "TORCHELASTIC_RESTART_COUNT",
+     "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE"}
 )  # fmt: skip
 LAUNCHER_ENV_PREFIX: Final = "ELASTIC_LAUNCH_"
 
