@@ -111,7 +111,4 @@ def test_the_commands_name_no_target_or_kind() -> None:
         hits = [h for h in hits if not h.startswith(("``", '"""', "'", "*")) and "``" not in h]
         if hits:
             found[path.name] = hits
-    # Left (issue 29's --explain under a TrainJob): which settings a TrainJob leaves unused is the
-    # TrainJob target's to say; until a Target hook says it, this one line is known.
-    known = {"explain.py": ['if "TrainJob" in kinds and "PyTorchJob" not in kinds and None not in kinds:']}
-    assert {name: [h.split("  #")[0] for h in hits] for name, hits in found.items()} == known
+    assert {name: [h.split("  #")[0] for h in hits] for name, hits in found.items()} == {}

@@ -7,6 +7,7 @@ describe a different job than the one emitted.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -48,16 +49,6 @@ _ONLY_WHEN_SET = {"schema_", "extends"}
 
 # Fields of the training operator v1 that a TrainJob does not carry (targets/trainjob/plan.py makes a
 # value written for them an error): under a TrainJob their defaults say what the TrainJob does instead.
-_NOT_IN_A_TRAINJOB = {
-    "restart_policy": "not in a TrainJob: the runtime's Jobs restart a failed pod (OnFailure) or not (Never); "
-    "ExitCode is a training-operator v1 policy",
-    "run_policy.clean_pod_policy": "not in a TrainJob: finished pods stay until the TrainJob is deleted",
-    "run_policy.ttl_seconds_after_finished": "not in a TrainJob: Trainer v2.3 has no TTL; the TrainJob stays "
-    "until deleted",
-    "run_policy.managed_by": "not in a TrainJob: runPolicy.managedBy is the PyTorchJob's",
-    "run_policy.scheduling": "not in a TrainJob: it has no schedulingPolicy; Trainer's gang scheduling comes "
-    "from the runtime's podGroupPolicy",
-}
 
 
 def _lines(model: BaseModel, prefix: tuple[str, ...], compiled: Compiled) -> list[tuple[str, str, str]]:
@@ -106,16 +97,28 @@ def _written(loaded: Loaded, path: tuple[str | int, ...], value: Any, parent: st
     return [(dotted(path), _value(value), where)]
 
 
+def _unused(path: str, unused: Sequence[Mapping[str, str]]) -> str | None:
+    """Why ``path`` (or a section above it) reaches no output, when every target says so; else None."""
+    whys = [next((why for key, why in settings.items() if path == key or path.startswith(key + ".")), None)
+            for settings in unused]  # fmt: skip
+    return whys[0] if whys and all(w is not None for w in whys) else None
+
+
+def _written_here(source: str) -> bool:
+    """Whether an explain row's value was written in a spec (a file:line), not a default or derived."""
+    return not source.startswith(("default", "derived"))
+
+
 def explain(compiled: Compiled) -> str:
     """The --explain text for one compiled spec."""
     rows = _lines(compiled.spec, (), compiled)
-    kinds = {o.document.kind for o in compiled.outputs}
-    if "TrainJob" in kinds and "PyTorchJob" not in kinds and None not in kinds:  # no PyTorchJob, no Flyte task
-        rows = [
-            (path, "null", _NOT_IN_A_TRAINJOB[path]) if path in _NOT_IN_A_TRAINJOB and source.startswith("default")
-            else (path, value, source)
-            for path, value, source in rows
-        ]  # fmt: skip
+    # A setting no output of this compile carries (each target says which of its own): shown as
+    # null with what the engine does instead, unless the spec wrote it.
+    chosen = {o.target.name: o.target for o in compiled.outputs}.values()
+    unused = [t.unused_settings for t in chosen]
+    if unused:
+        rows = [(path, "null", why) if (why := _unused(path, unused)) is not None and not _written_here(source)
+                else (path, value, source) for path, value, source in rows]  # fmt: skip
     width = min(max(len(f"{p}: {v}") for p, v, _ in rows), 60)
     origin = compiled.loaded.file if compiled.loaded else "<python>"
     if compiled.loaded is not None and len(compiled.loaded.chain) > 1:

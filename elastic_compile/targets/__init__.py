@@ -134,6 +134,10 @@ class Target:
     #: The last name of a field path in its objects -> the spec field that writes it, beyond the
     #: pod's own (image, env, ...): where ``apply`` locates a refusal of the server.
     spec_fields: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    #: Spec settings (dotted paths; a section covers its fields) that its output never carries,
+    #: each with what its engine does instead: ``--explain`` shows them as null with that reason
+    #: when no other target of the compile carries them.
+    unused_settings: ClassVar[Mapping[str, str]] = {}
 
     def in_all(self, spec: ElasticSpec) -> bool:
         """Whether ``-t all`` includes this target for ``spec`` (an explicit ``-t`` always does)."""

@@ -32,6 +32,11 @@ class PodTemplateTarget(Target):
     generation = "v1"
     places_accelerator = True
     resources: ClassVar[Mapping[tuple[str, str], str]] = {(API_VERSION, KIND): "podtemplates", **bundle.RESOURCE}
+    # The pod alone: the job around it (a PyTorchJob, a TrainJob, Flyte's) sets these, so with
+    # another target of the compile they are that one's to explain.
+    unused_settings: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        ("restart_policy", "run_policy"), "not in a PodTemplate: it holds the pod only; the job that runs it sets this"
+    )
 
     def documents(self, spec: ElasticSpec, loaded: Loaded | None) -> list[Document]:
         # The training operator v1 runs this pod and sets its own env in it.

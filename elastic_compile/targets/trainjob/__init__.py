@@ -58,6 +58,16 @@ class TrainJobTarget(Target):
         **bundle.RESOURCE,
         **network.RESOURCE,
     }
+    unused_settings: ClassVar[Mapping[str, str]] = {
+        "restart_policy": "not in a TrainJob: the runtime's Jobs restart a failed pod (OnFailure) or not (Never); "
+        "ExitCode is a training-operator v1 policy",
+        "run_policy.clean_pod_policy": "not in a TrainJob: finished pods stay until the TrainJob is deleted",
+        "run_policy.ttl_seconds_after_finished": "not in a TrainJob: Trainer v2.3 has no TTL; the TrainJob stays "
+        "until deleted",
+        "run_policy.managed_by": "not in a TrainJob: runPolicy.managedBy is the PyTorchJob's",
+        "run_policy.scheduling": "not in a TrainJob: it has no schedulingPolicy; Trainer's gang scheduling comes "
+        "from the runtime's podGroupPolicy",
+    }
     spec_fields: ClassVar[Mapping[str, tuple[str, ...]]] = {
         "resourcesPerNode": ("resources",),
         "numNodes": ("nnodes",),
