@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from support.specs import MINIMAL as BASE
+from support.summary import SUMMARY, without_summary
 
 from elastic_compile.core.source import MAX_BYTES
 
@@ -217,7 +218,9 @@ def test_the_console_script_on_all_hostile_files_at_once(tmp_path: Path) -> None
     run = subprocess.run([CLI, *map(str, files)], capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 2 and run.stdout == ""
     assert "Traceback" not in run.stderr
-    lines = run.stderr.splitlines()
+    # One line per file, then the summary line a run of several specs ends with.
+    assert SUMMARY.search(run.stderr), run.stderr[-300:]
+    lines = without_summary(run.stderr).splitlines()
     assert [line.split(":", 1)[0] for line in lines] == [str(f) for f in files]
     assert all(LINE.match(line) for line in lines)
     assert not (tmp_path / "pwned").exists()
