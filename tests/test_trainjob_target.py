@@ -296,7 +296,7 @@ def test_an_elastic_range_without_our_runtime_is_a_located_error(extra: str, whe
 @pytest.mark.parametrize("launcher", ["elastic-launch", "torchrun"])
 def test_an_elastic_range_back_through_import(launcher: str) -> None:
     """torchrun gets --nnodes MIN:$(PET_NNODES) (the command line beats PET_NNODES); import reads either back."""
-    from elastic_compile.compiler.adopt import import_stream
+    from elastic_compile.compiler.importer import import_stream
 
     docs = _docs(ELASTIC + f"launcher: {launcher}\n")
     args = docs["TrainJob"]["spec"]["trainer"]["args"]

@@ -159,8 +159,11 @@ STRING_SLOTS = [
     Slot("env list value", "str", BASE + "env: [{{name: V, value: {v}}}]\n", _in_container("env", USER_ENV, "value")),
     Slot("env name", "str", BASE + "env: {{{v}: x}}\n", _in_container("env", USER_ENV, "name"),
          rejects=NOT_KEY | {"1:30", "0755", "1_000"}),
-    Slot("secretKeyRef.name", "str", BASE + "env: [{{name: V, valueFrom: {{secretKeyRef: {{name: {v}, key: k}}}}}}]\n",
-         _in_container("env", USER_ENV, "valueFrom", "secretKeyRef", "name")),
+    # The key, not the Secret's name: a name is a lower-case DNS subdomain, so every surprise is
+    # refused there for its case or characters (the API server's rule, found by the cluster fuzz).
+    Slot("secretKeyRef.key", "str", BASE + "env: [{{name: V, valueFrom: {{secretKeyRef: {{name: s, key: {v}}}}}}}]\n",
+         _in_container("env", USER_ENV, "valueFrom", "secretKeyRef", "key"),
+         rejects=frozenset({"1:30"})),  # a key is letters, digits, '-', '_' and '.'
     Slot("scheduling.queue", "str", BASE + "run_policy: {{scheduling: {{queue: {v}}}}}\n",
          _path("spec", "runPolicy", "schedulingPolicy", "queue")),
     Slot("flyte.project", "str", BASE + FLYTE.format(p="{v}", d="d", ver="'1'", n="x"), _flyte("project"), "flyte"),

@@ -223,7 +223,12 @@ def addresses(
 
     env = ours[0].env
     if job["kind"] == "PyTorchJob":
-        cname = str(kubeflow.training_container(job)["name"])
+        # The first replica's training container (pytorch, else its first), as the operator names it.
+        first = next(iter(job["spec"]["pytorchReplicaSpecs"].values()))
+        containers = first["template"]["spec"]["containers"]
+        cname = next(
+            (str(c["name"]) for c in containers if c["name"] == contract.TRAINING_CONTAINER), containers[0]["name"]
+        )
         for var, port_var in ((contract.PET_RDZV_ENDPOINT, None), ("MASTER_ADDR", "MASTER_PORT")):
             if var not in env:
                 continue
