@@ -32,11 +32,11 @@ SPECS: list[Path] = sorted(GOLDEN.glob("*/elastic.yaml")) + _example_specs()
 #: Examples the compiler refuses under -t trainjob, each with a field its message must name.
 TRAINJOB_REFUSED = {
     "examples/ddp-2x8-gpu.yaml": "run_policy.ttl_seconds_after_finished",
-    "examples/flyte2/elastic.yaml": "nnodes",
+    "examples/flyte2/elastic.yaml": "run_policy.ttl_seconds_after_finished",
     "examples/many-jobs/teams/nlp/llm-finetune.elastic.yaml": "run_policy.ttl_seconds_after_finished",
     "examples/many-jobs/teams/nlp/nightly-eval.elastic.yaml": "run_policy.ttl_seconds_after_finished",
     "examples/many-jobs/teams/vision/nightly-eval.elastic.yaml": "run_policy.ttl_seconds_after_finished",
-    "examples/many-jobs/teams/vision/resnet50.elastic.yaml": "nnodes",
+    "examples/many-jobs/teams/vision/resnet50.elastic.yaml": "run_policy.ttl_seconds_after_finished",
 }
 
 #: The stock ClusterTrainingRuntime a platform's own TrainingRuntime is copied from.
