@@ -18,11 +18,16 @@ device slice) at a time, so that one worker process per unit is the natural defa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Final
 
 from elastic_compile.core.quantity import is_quantity, parse_quantity
 
 HUGEPAGES_PREFIX: Final = "hugepages-"
+#: The most units of an extended resource (a device) the API server takes: it checks the count
+#: is whole in thousandths held in 64 bits (validateResourceQuantityValue's MilliValue), so a
+#: larger one is "must be an integer" (seen on kube-apiserver 1.37).
+MAX_DEVICE_UNITS: Final = (2**63 - 1) // 1000
 
 #: Device-plugin resources counted one worker process per unit. Shares of a device
 #: (gpu.intel.com/millicores, gpu.intel.com/memory.max) are not devices and are not here.
@@ -49,6 +54,11 @@ def is_native(name: str) -> bool:
 def is_hugepages(name: str) -> bool:
     """``hugepages-2Mi``, ``hugepages-1Gi``, ..."""
     return name.startswith(HUGEPAGES_PREFIX)
+
+
+def whole_units(amount: Decimal) -> bool:
+    """Whether ``amount`` of an extended resource is a count the API server takes (whole, at most MAX_DEVICE_UNITS)."""
+    return amount == amount.to_integral_value() and amount <= MAX_DEVICE_UNITS
 
 
 def overcommit_allowed(name: str) -> bool:

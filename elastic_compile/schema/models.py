@@ -47,6 +47,7 @@ from elastic_compile.core.resources import (
     is_native,
     overcommit_allowed,
     process_rule,
+    whole_units,
 )
 from elastic_compile.core.scalars import source_text
 from elastic_compile.schema import podvalues
@@ -380,8 +381,8 @@ class Resources(_Section):
                 problems.append(((side, GPU_RESOURCE), f"{GPU_KEY} already means {GPU_RESOURCE}; give one of them"))
             for name, value in values.items():
                 amount = parse_quantity(value)
-                if is_extended(name) and amount != amount.to_integral_value():
-                    problems.append(((side, name), "an extended resource (a device) is counted in whole units"))
+                if is_extended(name) and not whole_units(amount):
+                    problems.append(((side, name), podvalues.DEVICE_UNITS))
         for name in sorted(set(self.requests) & set(self.limits)):
             request, limit = parse_quantity(self.requests[name]), parse_quantity(self.limits[name])
             if no_overcommit(name) and request != limit:
@@ -992,10 +993,15 @@ def _function_schema(schema: dict[str, Any]) -> None:
 def meta_name_problems(
     mapping: dict[str, str], what: str, check_value: bool
 ) -> list[tuple[tuple[str | int, ...], str]]:
-    """Kubernetes' rules for label and annotation keys (and label values), located per key."""
+    """Kubernetes' rules for label and annotation keys (and label values), located per key.
+
+    An annotation key is checked lower-cased, as apimachinery's ValidateAnnotations does
+    (``EXAMPLE.COM/Key`` is a valid annotation key and no valid label key: seen on kube-apiserver
+    1.37 by tests/realcluster/test_refusals_vs_server.py).
+    """
     problems: list[tuple[tuple[str | int, ...], str]] = []
     for key, value in mapping.items():
-        prefix, _, name = key.rpartition("/")
+        prefix, _, name = (key.lower() if what == "annotation" else key).rpartition("/")
         if (
             (prefix and not names.is_dns1123_subdomain(prefix))
             or not names.QUALIFIED_NAME.match(name)

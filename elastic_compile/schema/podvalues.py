@@ -23,7 +23,14 @@ from typing import Any, Final
 from elastic_compile.core import names
 from elastic_compile.core.loader import dotted
 from elastic_compile.core.quantity import is_quantity, parse_quantity, quantity_value
-from elastic_compile.core.resources import HUGEPAGES_PREFIX, is_hugepages, is_native, overcommit_allowed
+from elastic_compile.core.resources import (
+    HUGEPAGES_PREFIX,
+    MAX_DEVICE_UNITS,
+    is_hugepages,
+    is_native,
+    overcommit_allowed,
+    whole_units,
+)
 
 Loc = tuple[str | int, ...]
 Problems = list[tuple[Loc, str]]
@@ -102,6 +109,8 @@ _BYTE_DIVISORS: Final = ("1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", 
 _PROBE_HANDLERS: Final = ("exec", "httpGet", "tcpSocket", "grpc")
 _LIFECYCLE_HANDLERS: Final = ("exec", "httpGet", "tcpSocket", "sleep")
 _STANDARD_CONTAINER_RESOURCES: Final = ("cpu", "memory", "ephemeral-storage")
+#: Why a device count is refused (core/resources.whole_units).
+DEVICE_UNITS: Final = f"an extended resource (a device) is counted in whole units, at most {MAX_DEVICE_UNITS:,}"
 
 
 def one_of(values: Iterable[str]) -> str:
@@ -260,7 +269,8 @@ def _container_port(port: Mapping[str, Any], loc: Loc, problems: Problems) -> No
         problems.append((loc, "needs a containerPort"))
     _in_range(port, "containerPort", (1, 65535), (loc, problems))
     _in_range(port, "hostPort", (1, 65535), (loc, problems))
-    if isinstance(port.get("name"), str) and (why := port_name_problem(port["name"])) is not None:
+    # An empty name is no name (the API server takes it as unnamed).
+    if isinstance(port.get("name"), str) and port["name"] and (why := port_name_problem(port["name"])) is not None:
         problems.append(((*loc, "name"), why))
 
 
@@ -308,8 +318,8 @@ def _resources(res: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
             if amount is None:
                 continue  # the schema reports it
             found[name] = amount
-            if not native and amount != amount.to_integral_value():
-                problems.append(((*loc, side, name), "an extended resource (a device) is counted in whole units"))
+            if not native and not whole_units(amount):
+                problems.append(((*loc, side, name), DEVICE_UNITS))
     requests, limits = amounts.get("requests", {}), amounts.get("limits", {})
     for name, request in requests.items():
         limit = limits.get(name)
@@ -449,6 +459,12 @@ def _key_to_path(value: Mapping[str, Any], loc: Loc, problems: Problems) -> None
     _mode(value, "mode", loc, problems)
 
 
+def _volume_mount(mount: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
+    # ValidateVolumeMounts (seen refused by kube-apiserver 1.37 in a PodTemplate).
+    if mount.get("mountPath") == "":
+        problems.append(((*loc, "mountPath"), "must not be empty: the directory in the container to mount at"))
+
+
 def _volume(volume: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
     name = volume.get("name")
     if isinstance(name, str) and not (names.is_dns1123_label(name)):
@@ -569,10 +585,20 @@ def _key_selector(value: Mapping[str, Any], loc: Loc, problems: Problems) -> Non
 def _pod_names(pod: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
     # ValidateServiceAccountName (pkg/apis/core/validation): seen refused by kube-apiserver 1.37
     # in a PodTemplate (tests/realcluster/test_server_fuzz.py).
+    # An empty one is unset: the API server gives the pod the namespace's default service account.
     for field in ("serviceAccountName", "serviceAccount"):
-        why = name_problem(pod.get(field))
+        why = name_problem(pod.get(field) or None)
         if why is not None:
             problems.append(((*loc, field), why))
+    # ValidateNodeSelector: label keys and values (seen refused by kube-apiserver 1.37 in a PodTemplate).
+    selector = pod.get("nodeSelector")
+    for key, value in selector.items() if isinstance(selector, dict) else ():
+        why = qualified_name_problem(key)
+        if why is not None:
+            problems.append(((*loc, "nodeSelector", key, "[key]"), "not a label key: " + why.partition(": ")[2]))
+        why = label_value_problem(value)
+        if why is not None:
+            problems.append(((*loc, "nodeSelector", key), why))
 
 
 def _label_selector(selector: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
@@ -668,6 +694,7 @@ _RULES: Final[dict[str, Rule]] = {
     "ProjectedVolumeSource": _default_mode,
     "KeyToPath": _key_to_path,
     "Volume": _volume,
+    "VolumeMount": _volume_mount,
     "PodSpec": _pod,
     "SecretKeySelector": _key_selector,
     "ConfigMapKeySelector": _key_selector,

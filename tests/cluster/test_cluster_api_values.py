@@ -427,6 +427,31 @@ CASES: dict[str, tuple[str, str, str, str]] = {
         "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels.app",
         "not a label value",
     ),
+    # Found by holding our refusals against kube-apiserver 1.37 (tests/realcluster/test_refusals_vs_server.py).
+    "node-selector-key": (
+        "nodeSelector: {EXAMPLE.COM/gpu: a100}\n",
+        "nodeSelector: {example.com/gpu: a100}\n",
+        'nodeSelector["EXAMPLE.COM/gpu"]',
+        "not a label key",
+    ),
+    "node-selector-value": (
+        'nodeSelector: {example.com/gpu: "nvidia a100"}\n',
+        "nodeSelector: {example.com/gpu: nvidia-a100}\n",
+        'nodeSelector["example.com/gpu"]',
+        "not a label value",
+    ),
+    "mount-path-empty": (
+        VOL + "    emptyDir: {}\n" + _c('volumeMounts: [{name: v, mountPath: ""}]\n'),
+        VOL + "    emptyDir: {}\n" + _c("volumeMounts: [{name: v, mountPath: /v}]\n"),
+        "containers[0].volumeMounts[0].mountPath",
+        "must not be empty",
+    ),
+    "device-count": (
+        _c("resources: {limits: {example.com/fpga: 10000000000000000}}\n"),
+        _c("resources: {limits: {example.com/fpga: 1000}}\n"),
+        'containers[0].resources.limits["example.com/fpga"]',
+        "at most 9,223,372,036,854,775",
+    ),
     "toleration-key": (
         'tolerations: [{key: "a\\"b", operator: Exists}]\n',
         "tolerations: [{key: example.com/gpu, operator: Exists}]\n",
@@ -502,6 +527,29 @@ def test_spec_env_secret_and_config_map_refs_are_checked_too(tmp_path: Path) -> 
     first, second = run.errors
     assert ": env[0].valueFrom.secretKeyRef.name: not a Secret name: must be a lowercase RFC 1123" in first
     assert ": env[1].valueFrom.configMapKeyRef.key: not a Secret or ConfigMap key" in second
+
+
+@pytest.mark.parametrize(
+    "fragment",
+    [
+        'serviceAccountName: ""\n',  # unset: the namespace's default service account
+        _c('ports: [{containerPort: 9090, name: ""}]\n'),  # an unnamed port
+    ],
+)
+def test_an_empty_name_is_no_name(tmp_path: Path, fragment: str) -> None:
+    """The API server takes an empty service account or port name as unset (kube-apiserver 1.37)."""
+    run = compile_cli(tmp_path, _spec(fragment))
+    assert run.status == 0, run.err
+
+
+def test_an_annotation_key_is_checked_lower_cased(tmp_path: Path) -> None:
+    """apimachinery's ValidateAnnotations checks the key lower-cased: EXAMPLE.COM/Owner is valid there."""
+    run = compile_cli(tmp_path, BASE + "annotations: {EXAMPLE.COM/Owner: ml}\npod_template:\n  metadata:\n"
+                      "    annotations: {Example.com/x: y}\n")  # fmt: skip
+    assert run.status == 0, run.err
+    assert run.job["metadata"]["annotations"]["EXAMPLE.COM/Owner"] == "ml"
+    bad = compile_cli(tmp_path, BASE + "labels: {EXAMPLE.COM/Owner: ml}\n")
+    assert bad.status == 2 and "not a valid label name" in bad.err
 
 
 def test_run_refuses_a_manifest_the_api_server_would_reject(tmp_path: Path) -> None:
