@@ -269,6 +269,15 @@ def test_rules(node: dict[str, Any], value: Any, messages: list[str]) -> None:
     assert [m for _, m in schema.problems(value, root)] == messages
 
 
+def test_a_decoded_kind_takes_a_bare_fractional_quantity() -> None:
+    """An object a webhook decodes before validation (a TrainJob) reaches the schema with quantity strings."""
+    schema, root = _schema({"type": "object", "values": {"kind": "quantity"}})
+    assert schema.problems({"cpu": SourceFloat(0.5, "0.5")}, root, decoded=True) == []
+    assert schema.problems({"cpu": "1x"}, root, decoded=True) != []
+    assert ("trainer.kubeflow.org/v1alpha1", "TrainJob") in compact.WEBHOOK_DECODED
+    assert ("kubeflow.org/v1", "PyTorchJob") not in compact.WEBHOOK_DECODED  # its CRD refuses the number
+
+
 def test_list_map_keys_take_their_defaults() -> None:
     node = {
         "type": "array",

@@ -88,7 +88,8 @@ def _schema(schema_file: str, api_version: str, kind: str) -> Checker:
         if root is None:  # pragma: no cover - the shipped schemas have these roots
             return []
         body = {k: v for k, v in doc.items() if k != "status"}
-        return [Finding("schema", *octal_hint(body, problem)) for problem in schema.problems(body, root)]
+        decoded = (api_version, kind) in compact.WEBHOOK_DECODED
+        return [Finding("schema", *octal_hint(body, p)) for p in schema.problems(body, root, decoded=decoded)]
 
     return check
 

@@ -599,6 +599,18 @@ def test_hand_written_trainjob() -> None:
     assert [o.doc["kind"] for o in compiled.outputs] == ["TrainJob"]
 
 
+def test_a_bare_fractional_quantity_in_a_trainjob() -> None:
+    """``cpu: 1.5`` unquoted: Trainer's mutating webhook decodes the TrainJob before the API server's
+    schema check, so the server takes it (kube-apiserver 1.37 stores 1500m), and so does import."""
+    text = TRAINJOB.replace(
+        "resourcesPerNode: {limits: {nvidia.com/gpu: 2}}", "resourcesPerNode: {requests: {cpu: 1.5}}"
+    )
+    (imported,) = import_stream(text, "tj.yaml")
+    assert _spec(imported.text)["resources"] == {"requests": {"cpu": 1.5}}
+    compiled = compile_text(imported.text, "spec.yaml")
+    assert compiled.outputs[0].doc["spec"]["trainer"]["resourcesPerNode"] == {"requests": {"cpu": "1.5"}}
+
+
 def test_trainjob_runtime_in_the_stream() -> None:
     """A TrainingRuntime beside the TrainJob is read with it: its sidecars, backoffLimit and pod fields."""
     runtime = yaml.safe_load(

@@ -36,7 +36,9 @@ import pytest
 import refusals
 from kube_helpers import Cluster
 
+from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.errors import SpecError
+from elastic_compile.schema import compact
 
 SEED = "refusals"
 
@@ -194,3 +196,26 @@ def test_each_refusal_against_the_server(cluster: Cluster, dry_namespace: str) -
         report.append(f"placeholders landing nowhere: {unplaced}; outputs not the placeholder's: {drift[:10]}")
     assert not report, "\n".join(report)
     assert refused_sent >= len(refusals.FIELDS) * 5
+
+
+def test_a_bare_fractional_quantity(cluster: Cluster, dry_namespace: str) -> None:
+    """``cpu: 1.5`` unquoted, in each custom resource we emit: the compact schema refuses it where the
+    CRD's int-or-string does, and takes it where a webhook decodes the object first (compact.WEBHOOK_DECODED:
+    Trainer's mutating webhook on a TrainJob), which is what ``import`` and ``doctor`` follow."""
+    placeholder = "777m"
+    spec = refusals._spec(resources={"requests": {"cpu": placeholder}})
+    docs = refusals.compile_docs(spec)
+    docs += [
+        json.loads(json.dumps(o.doc)) for o in compile_text(refusals.spec_text(spec), "s.yaml", "trainjob").outputs
+    ]
+    seen = []
+    for doc in docs:
+        if doc["kind"] not in ("PyTorchJob", "TrainJob"):
+            continue
+        bare, count = refusals.substitute(doc, placeholder, 1.5)
+        assert count == 1, doc["kind"]
+        why, _ = dry_create(cluster, bare, dry_namespace)
+        decoded = (doc["apiVersion"], doc["kind"]) in compact.WEBHOOK_DECODED
+        seen.append((doc["kind"], why is None))
+        assert (why is None) == decoded, f"{doc['kind']}: {why or 'accepted'}"
+    assert sorted(seen) == [("PyTorchJob", False), ("TrainJob", True)]

@@ -29,7 +29,7 @@ def schema_problems(draft: Draft, data: Any, schema_file: str, api_version: str,
     root = schema.root(api_version, kind)
     if root is None:  # pragma: no cover - the shipped schemas have these roots
         raise KeyError(f"{schema_file} has no schema for {api_version} {kind}")
-    for problem in schema.problems(doc, root):
+    for problem in schema.problems(doc, root, decoded=(api_version, kind) in compact.WEBHOOK_DECODED):
         loc, message = octal_hint(doc, problem)
         if message.startswith("unknown field") and loc:
             draft.warn(loc, f"{message}: the API server would not keep it; dropped")
