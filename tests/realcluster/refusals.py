@@ -31,6 +31,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -606,10 +607,11 @@ _SECTION = "## Stricter than the API server"
 _ROW = re.compile(r"^\| `([A-Za-z0-9:-]+)` \|")
 
 
-def documented_strictness() -> list[str]:
-    """The rule ids of the table in docs/cluster.md's section "Stricter than the API server", in order."""
-    text = DOC.read_text()
-    start = text.index(_SECTION)
-    end = text.find("\n## ", start + len(_SECTION))
-    section = text[start : end if end >= 0 else len(text)]
-    return [m.group(1) for line in section.splitlines() if (m := _ROW.match(line))]
+def documented_strictness(doc: Path = DOC, section: str = _SECTION) -> list[str]:
+    """The rule ids (the first column, in backticks) of the tables in ``section`` of ``doc``, in
+    order: by default docs/cluster.md's "Stricter than the API server"."""
+    text = doc.read_text()
+    start = text.index(section)
+    end = text.find("\n## ", start + len(section))
+    body = text[start : end if end >= 0 else len(text)]
+    return [m.group(1) for line in body.splitlines() if (m := _ROW.match(line))]

@@ -5,8 +5,8 @@ time (``JOB_BREAKS``, ``RUNTIME_BREAKS``) and asserts our checks refuse each. He
 object goes to the real API server as a server-side dry run (schema, CEL, Trainer's webhooks).
 Every rule is either one the server enforces too (``SERVER_REFUSES``) or a deliberate
 strictness of ours (``STRICTER``, each with what the real engines do instead, as seen here and
-listed in docs/trainer-v2.md). A rule in neither table fails the test, so a new rule must be
-judged against the server.
+listed in docs/trainer-v2.md, read from there). A rule in neither fails the test, so a new rule
+must be judged against the server.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from __future__ import annotations
 import copy
 
 import pytest
+import refusals
 import test_trainjob_target as rules
-from kube_helpers import ApplyError, Cluster, apply
+from kube_helpers import REPO, ApplyError, Cluster, apply
 
 #: Rules the real server enforces too (the dry run is refused).
 SERVER_REFUSES = frozenset({
@@ -23,19 +24,11 @@ SERVER_REFUSES = frozenset({
     "runtime kind", "two replicas", "no node container", "two frameworks", "inject into node",
 })  # fmt: skip
 
-#: Rules where we refuse what the server accepts: what the real engines then do.
-STRICTER = {
-    "env reference": "accepted; the plugin appends PET_* after trainer.env, so $(PET_...) stays unexpanded",
-    "long name": "accepted; JobSet's pod names then pass 63 characters and the Job's pods cannot be created",
-    "new container": "accepted; Trainer adds the container to the JobSet, whose Job then needs all of a container",
-    "unknown job": "accepted; Trainer adds a replicated job of that name, whose Job then has no image",
-    "no trainer": "accepted; the torch plugin then injects no PET_* variables",
-    "zero nodes": "accepted; the JobSet runs no pod and completes successfully at once",
-    "no framework label": "accepted; the Kubeflow SDK lists runtimes by this label",
-    "regular sidecar": "accepted; a regular sidecar keeps the pod Running after training, the job never completes",
-    "subdomain": "accepted; PET_MASTER_ADDR still ends in .<TrainJob name>, which no longer resolves",
-    "ttl": "accepted; a JobSet TTL makes Trainer v2.3 recreate a failed job without end (kubeflow/trainer#3779)",
-}
+#: Rules where we refuse what the server accepts: the table of docs/trainer-v2.md's "Checks", which
+#: says what the real engines then do with each (its ids are the cases' names, dashed).
+STRICTER = frozenset(
+    rule.replace("-", " ") for rule in refusals.documented_strictness(REPO / "docs" / "trainer-v2.md", "## Checks")
+)
 
 
 def test_every_rule_is_judged() -> None:
@@ -60,7 +53,7 @@ def test_trainjob_rule_on_the_server(cluster: Cluster, dry_namespace: str, case:
     rules.JOB_BREAKS[case][0](job)
     refused = _verdict(cluster, dry_namespace, job)
     if case in SERVER_REFUSES:
-        assert refused is not None, f"{case}: the server accepts it; move it to STRICTER with what then happens"
+        assert refused is not None, f"{case}: the server accepts it; add it to docs/trainer-v2.md's table"
     else:
         assert refused is None, f"{case}: the server refuses it too ({refused}); move it to SERVER_REFUSES"
 
@@ -72,6 +65,6 @@ def test_runtime_rule_on_the_server(cluster: Cluster, dry_namespace: str, case: 
     rules.RUNTIME_BREAKS[case][0](runtime)
     refused = _verdict(cluster, dry_namespace, runtime)
     if case in SERVER_REFUSES:
-        assert refused is not None, f"{case}: the server accepts it; move it to STRICTER with what then happens"
+        assert refused is not None, f"{case}: the server accepts it; add it to docs/trainer-v2.md's table"
     else:
         assert refused is None, f"{case}: the server refuses it too ({refused}); move it to SERVER_REFUSES"

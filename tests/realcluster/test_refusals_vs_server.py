@@ -112,7 +112,7 @@ def test_each_refusal_against_the_server(cluster: Cluster, dry_namespace: str) -
     unnamed: list[str] = []  # refusals no rule of the field names
     unplaced: list[str] = []  # fields whose placeholder landed nowhere
     drift: list[str] = []  # accepted values whose output is not the placeholder's with the value
-    sent = refused_sent = 0
+    sent = refused_sent = objects = 0
     for spec_field in refusals.FIELDS:
         placed = refusals.compile_docs(spec_field.build(spec_field.placeholder))
         if refusals.substitute(placed, spec_field.placeholder, spec_field.placeholder)[1] == 0:
@@ -123,6 +123,7 @@ def test_each_refusal_against_the_server(cluster: Cluster, dry_namespace: str) -
             docs = ours.docs + spec_field.extra(value)
             server = judge(cluster, docs, dry_namespace)
             sent += 1
+            objects += len(docs)
             where = f"{spec_field.id} = {_show(value)}"
             if not ours.problems:
                 if spec_field.exact and refusals.substitute(placed, spec_field.placeholder, value)[0] != ours.docs:
@@ -156,6 +157,7 @@ def test_each_refusal_against_the_server(cluster: Cluster, dry_namespace: str) -
             docs = refusals.compile_text_docs(text)
         server = judge(cluster, docs, dry_namespace)
         sent += 1
+        objects += len(docs)
         refused_sent += 1
         tally = tallies[rule]
         if server.refused:
@@ -170,7 +172,7 @@ def test_each_refusal_against_the_server(cluster: Cluster, dry_namespace: str) -
     undocumented = sorted(strict - set(documented))
     untrue = sorted(rule for rule in documented if rule in tallies and not tallies[rule].accepted)
     unknown = sorted(set(documented) - field_rules - pod_rules)
-    print(f"\n{sent} values sent ({refused_sent} refused by us); per rule, accepted/refused by the server:")
+    print(f"\n{sent} values ({refused_sent} refused by us) in {objects} objects; per rule, server accepted/refused:")
     for rule in sorted(tallies):
         t = tallies[rule]
         mark = "documented" if rule in documented else ""
