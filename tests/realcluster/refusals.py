@@ -45,6 +45,12 @@ from elastic_compile.schema import podvalues
 #: The targets whose output the server judges: the PyTorchJob (the CRD and the operator's
 #: webhook) and the PodTemplate (Kubernetes' own validation of the pod the operator creates).
 TARGETS = ("pytorchjob", "podtemplate")
+#: Each generation's targets, judged apart: a value is accepted for a generation when the
+#: server accepts every object of it. Trainer v2's TrainJob (with our TrainingRuntime when the
+#: spec needs one) meets Trainer's webhooks and JobSet's, which the PyTorchJob does not.
+#: Each has the PodTemplate of its pod: a CRD takes a pod template with any value, and the pods its
+#: operator makes are what Kubernetes validates.
+GENERATIONS: dict[str, tuple[str, ...]] = {"v1": TARGETS, "v2": ("trainjob", "podtemplate")}
 
 Spec = dict[str, Any]
 Doc = dict[str, Any]
@@ -425,7 +431,7 @@ FIELDS: tuple[Field, ...] = (
 #: Each rule by a pattern of its message (what the compiler says when it refuses).
 RULES: dict[str, str] = {
     "job-name": r"not a DNS-1035 label",
-    "job-name-length": r"so that pod names up to",
+    "job-name-length": r"so that pod names up to|JobSet names the pods <name>-node-0",
     "namespace": r"not a valid namespace",
     "label-key": r"not a valid label name",
     "label-value": r"label values are at most 63",
@@ -484,9 +490,9 @@ def spec_text(spec: Spec) -> str:
     return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=10**6)
 
 
-def compile_docs(spec: Spec) -> list[Doc]:
-    """The objects of TARGETS the compiler makes of ``spec`` (plain JSON types); SpecError if it refuses."""
-    compiled = compile_text(spec_text(spec), "refusal.yaml", TARGETS)
+def compile_docs(spec: Spec, targets: tuple[str, ...] = TARGETS) -> list[Doc]:
+    """The objects of ``targets`` the compiler makes of ``spec`` (plain JSON types); SpecError if it refuses."""
+    compiled = compile_text(spec_text(spec), "refusal.yaml", targets)
     return [json.loads(json.dumps(o.doc)) for o in compiled.outputs]
 
 
@@ -520,11 +526,11 @@ class Ours:
     docs: list[Doc]
 
 
-def verdict(field: Field, value: Any, placed: list[Doc]) -> Ours:
-    """Compile ``value`` in ``field``; the objects are the compiler's when it accepts, else
-    ``placed`` (the placeholder's output) with the value where the placeholder landed."""
+def verdict(field: Field, value: Any, placed: list[Doc], targets: tuple[str, ...] = TARGETS) -> Ours:
+    """Compile ``value`` in ``field`` for ``targets``; the objects are the compiler's when it accepts,
+    else ``placed`` (the placeholder's output) with the value where the placeholder landed."""
     try:
-        docs = compile_docs(field.build(value))
+        docs = compile_docs(field.build(value), targets)
     except SpecError as e:
         made, _ = substitute(placed, field.placeholder, value)
         return Ours(tuple(f"{p.path}: {p.message}" for p in e.problems), made)
