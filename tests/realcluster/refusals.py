@@ -191,6 +191,8 @@ class Field:
     #: Whether an accepted value's output is the placeholder's with the value in its place; not
     #: for a mount path: a mount at /dev/shm replaces the compiler's own volume there.
     exact: bool = True
+    #: The generations (keys of GENERATIONS) whose output the field lands in.
+    generations: tuple[str, ...] = ("v1", "v2")
 
 
 def _namespace(value: Any) -> list[Doc]:
@@ -426,6 +428,46 @@ FIELDS: tuple[Field, ...] = (
         numbers(0, 31),
         ("grace-period",),
     ),
+    Field(
+        "restart_policy",
+        lambda v: _spec(restart_policy=v),
+        "OnFailure",
+        one_of("OnFailure", "ExitCode", "Never", "Always", "onFailure", "always", "Sometimes", ""),
+        ("restart-policy",),
+        generations=("v1",),  # a TrainJob has no such setting
+    ),
+    Field(
+        "run_policy.clean_pod_policy",
+        lambda v: _spec(run_policy={"clean_pod_policy": v}),
+        "Running",
+        one_of("All", "Running", "None", "all", "running", "Succeeded", ""),
+        ("clean-pod-policy",),
+        generations=("v1",),  # a TrainJob has no such setting
+    ),
+    Field(
+        "run_policy.managed_by",
+        lambda v: _spec(run_policy={"managed_by": v}, kueue={"queue": "q"}),
+        "kueue.x-k8s.io/multikueue",
+        one_of("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue", "example.com/mine", "kueue", ""),
+        ("managed-by",),
+        generations=("v1",),  # a TrainJob has no such setting
+    ),
+    Field(
+        "run_policy.scheduling.min_available",
+        lambda v: _spec(nnodes=9000, run_policy={"scheduling": {"min_available": v}}),
+        7771,
+        numbers(1, 9000),
+        ("int-range", "min-available-above"),
+        generations=("v1",),  # a TrainJob has no such setting
+    ),
+    Field(
+        "trainjob.runtime",
+        lambda v: _spec(trainjob={"runtime": v, "runtime_kind": "TrainingRuntime"}),
+        "zqruntime",
+        strings("zqruntime", (253, 254)),
+        ("runtime-name",),
+        generations=("v2",),
+    ),
 )
 
 #: Each rule by a pattern of its message (what the compiler says when it refuses).
@@ -470,6 +512,11 @@ RULES: dict[str, str] = {
     "closed-set": r"must be one of",
     "dns-none": r"None needs dnsConfig.nameservers",
     "grace-period": r"must be above shutdown_timeout",
+    "restart-policy": r"^must be one of '",
+    "clean-pod-policy": r"^must be one of '",
+    "managed-by": r"^must be one of '",
+    "min-available-above": r"above the most pods the job has",
+    "runtime-name": r"not a runtime name",
 }
 
 

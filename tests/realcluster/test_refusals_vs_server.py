@@ -36,6 +36,7 @@ import pytest
 import refusals
 from kube_helpers import ApplyError, Cluster, apply
 from kubernetes.client.exceptions import ApiException
+from specs import platform_runtimes
 
 from elastic_compile.compiler.pipeline import compile_text
 from elastic_compile.core.errors import SpecError
@@ -83,7 +84,7 @@ def judge(cluster: Cluster, docs: list[dict[str, Any]], namespace: str) -> Serve
     TrainJob's webhook looks its runtime up), the rest dry-run."""
     refused: list[str] = []
     warnings: list[str] = []
-    for doc in docs:
+    for doc in [*platform_runtimes(cluster, docs), *docs]:
         if doc["kind"] == "TrainingRuntime":
             try:
                 said = apply(cluster, doc, namespace=namespace).warnings
@@ -127,7 +128,8 @@ def test_each_refusal_against_the_server(cluster: Cluster, dry_namespace: str) -
     sent = refused_sent = objects = 0
     skipped: list[str] = []  # fields a generation refuses even the placeholder of
     for spec_field in refusals.FIELDS:
-        for generation, targets in refusals.GENERATIONS.items():
+        for generation in spec_field.generations:
+            targets = refusals.GENERATIONS[generation]
             try:
                 placed = refusals.compile_docs(spec_field.build(spec_field.placeholder), targets)
             except SpecError:
