@@ -6,8 +6,9 @@ accepts for ``pytorchjob`` and ``podtemplate`` (and ``trainjob``, when it accept
 every object it emits sent to the server as a strict server-side dry run (our TrainingRuntime
 for real, the platform's runtimes it names as copies of the stock one). The server must accept
 every one: a refusal is a spec we accept and the cluster does not, a defect of ours. Cases the
-compiler refuses are not sent (there is no output to send); the rules where we are stricter
-than Trainer's webhook are judged one by one in ``test_checks_vs_server.py``.
+compiler refuses are not sent (there is no output to send): our refusals are judged rule by rule
+in ``test_refusals_vs_server.py`` (each value as the object we would have made) and, for
+Trainer's webhook rules, in ``test_checks_vs_server.py``.
 
 Replay a failing case: ``python bench/fuzz_spec.py --seed cluster --show-case N``.
 """
