@@ -5,8 +5,9 @@ test sends what we refuse. For every field of the spec whose value lands in a Ku
 object (``refusals.FIELDS``), a seeded generator makes values around a valid one; each is
 compiled, and the objects the compiler made (or, for a value it refuses, would have made:
 the output of a valid placeholder with the value put where the placeholder landed) go to the
-server as strict dry runs (``fieldValidation=Strict``, admission webhooks included): the
-PyTorchJob and the PodTemplate of the same pod. The pod-value rules of
+server as strict dry runs (``fieldValidation=Strict``, admission webhooks included), for each
+generation apart (``refusals.GENERATIONS``): the PyTorchJob, or the TrainJob with our
+TrainingRuntime, each with the PodTemplate of its pod. The pod-value rules of
 ``schema/podvalues.py`` go too, one refused example each (``tests/cluster``'s table),
 rendered with those checks off.
 
