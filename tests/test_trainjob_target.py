@@ -307,3 +307,21 @@ def test_an_elastic_range_back_through_import(launcher: str) -> None:
     assert imported.spec.trainjob.runtime == api.STOCK_RUNTIME, "our runtime's policies are the range's"
     assert not imported.notes, [p.message for p in imported.notes]
     assert _docs(imported.text.replace("target: trainjob\n", "")) == docs, "compiles to the same job"
+
+
+def test_import_recognises_our_elastic_runtime_with_the_defaults_the_server_fills() -> None:
+    """As the API server serves it (tests/realcluster/test_import_from_server.py holds these defaults against
+    the real one): JobSet's CRD fills failurePolicy.restartStrategy and the replicated job's groupName."""
+    from elastic_compile.compiler.importer import import_stream
+    from elastic_compile.targets.trainjob.readback import JOB_DEFAULTS, JOBSET_DEFAULTS
+
+    docs = _docs(ELASTIC)
+    served = copy.deepcopy(docs["TrainingRuntime"])
+    jobset = served["spec"]["template"]["spec"]
+    for field, defaults in JOBSET_DEFAULTS.items():
+        jobset[field] = {**jobset[field], **defaults}
+    jobset["replicatedJobs"][0].update(JOB_DEFAULTS)
+    (imported,) = import_stream(yaml.safe_dump_all([served, docs["TrainJob"]]), "job.yaml")
+    assert str(imported.spec.nnodes) == "2:4" and imported.spec.trainjob.runtime == api.STOCK_RUNTIME
+    assert not imported.notes, [p.message for p in imported.notes]
+    assert _docs(imported.text.replace("target: trainjob\n", "")) == docs, "compiles to the same job"

@@ -277,8 +277,19 @@ _JOB_SPEC = ("template", "backoffLimit")
 #: What JobSet v0.12's CRD defaults in a replicated job: a runtime read back from the API server
 #: has it, and it is the value the compiled runtime gets too (seen on the real server:
 #: tests/realcluster/test_import_from_server.py).
-_JOB_DEFAULTS: dict[str, Any] = {"groupName": "default"}
+JOB_DEFAULTS: Final[Mapping[str, Any]] = {"groupName": "default"}
+#: What JobSet v0.12's CRD defaults in the fields of the JobSet spec our runtime writes: a
+#: ``failurePolicy`` gets ``restartStrategy: Recreate`` (held against the real server by the
+#: same test). An elastic runtime read back from the server is still ours.
+JOBSET_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {"failurePolicy": {"restartStrategy": "Recreate"}}
 _NO_DEFAULT = object()
+
+
+def _without_defaults(value: Any, defaults: Mapping[str, Any] | None) -> Any:
+    """``value`` less the entries that hold the CRD's default (what the server filled in, or the same written)."""
+    if not defaults or not isinstance(value, Mapping):
+        return value
+    return {k: v for k, v in value.items() if defaults.get(k, _NO_DEFAULT) != v}
 
 
 def _elastic_words(trainer: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> bool:
@@ -331,7 +342,8 @@ def _carry(
     template = as_mapping(spec.get("template"))
     jobset = as_mapping(template.get("spec"))
     for key in jobset:
-        if key != "replicatedJobs" and not (key in ours_jobset and jobset[key] == ours_jobset[key]):
+        served = _without_defaults(jobset[key], JOBSET_DEFAULTS.get(key))
+        if key != "replicatedJobs" and not (key in ours_jobset and served == ours_jobset[key]):
             kept.append((("spec", "template", "spec", key), f"the JobSet's {key}"))
     base: Path = ("spec", "template", "spec", "replicatedJobs")
     for i, raw in enumerate(jobset.get("replicatedJobs") or []):
@@ -342,7 +354,7 @@ def _carry(
         kept += [
             ((*base, i, key), f"the node job's {key}")
             for key in rjob
-            if key not in _JOB_KEYS and _JOB_DEFAULTS.get(key, _NO_DEFAULT) != rjob[key]
+            if key not in _JOB_KEYS and JOB_DEFAULTS.get(key, _NO_DEFAULT) != rjob[key]
         ]
         if as_int(rjob.get("replicas")) not in (None, 1):
             kept.append(((*base, i, "replicas"), "the node job's replicas"))
