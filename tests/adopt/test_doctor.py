@@ -197,6 +197,9 @@ CASES: list[tuple[str, dict[str, Any] | list[dict[str, Any]], str]] = [
                      f"{T}.numNodes": 2}), f"{T}.numNodes"),
     ("DR031", _tj(**{f"{T}.command": ["torchrun", "--nnodes=3:$(PET_NNODES)", "train.py"], f"{T}.numNodes": 2}),
      f"{T}.numNodes"),
+    # Read as torchrun reads it (schema/launchers.parse_torchrun), inside a plain shell script too.
+    ("DR031", _tj(**{f"{T}.command": ["bash", "-c"], f"{T}.args": ["cd /w && torchrun --nnodes 3:4 train.py"],
+                     f"{T}.numNodes": 2}), f"{T}.numNodes"),
     ("DR025", _with(**{"spec.elasticPolicy.rdzvConf": [{"key": "keep_alive_interval", "value": "5"},
                                                        {"key": "is_host", "value": "true"}]}),
      "spec.elasticPolicy.rdzvConf.1.value"),
@@ -269,6 +272,8 @@ NEAR_MISSES: list[tuple[str, dict[str, Any] | list[dict[str, Any]]]] = [
     ("DR024", _tj(_with(base=RUNTIME, **{"spec.template.spec.failurePolicy": {"maxRestarts": 2}}))),
     ("DR031", _tj(**{f"{T}.command": ["elastic-launch", "--min-nodes=2", "--", "python", "t.py"], f"{T}.numNodes": 2})),
     ("DR031", _tj(**{f"{T}.command": ["torchrun", "--nnodes", "2:$(PET_NNODES)", "train.py"], f"{T}.numNodes": 3})),
+    # --nnodes as a script's argument is the script's, not torchrun's.
+    ("DR031", _tj(**{f"{T}.command": ["torchrun", "train.py", "--nnodes", "3:4"], f"{T}.numNodes": 2})),
     ("DR012", _tj(_with(base=RUNTIME, **{f"{RJ}.initContainers": [{"name": "logs", "image": "x:1",
                                                                    "restartPolicy": "Always"}]}))),
     ("DR023", _tj(**{f"{T}.command": ["python", "train.py"], f"{T}.numNodes": 1, f"{T}.numProcPerNode": 1})),

@@ -11,7 +11,6 @@ and the launcher rules every target shares.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +20,8 @@ from elastic_compile.core.manifest import as_int, as_mapping
 from elastic_compile.schema.launchers import launcher_kind, nested_launcher
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
+from elastic_compile.targets.readback.command_line import container_argv, read_launch
+from elastic_compile.targets.readback.draft import Draft
 from elastic_compile.targets.trainjob import api
 from elastic_compile.targets.trainjob.checks import manifest_findings
 from elastic_compile.targets.trainjob.readback import find_runtime
@@ -81,32 +82,52 @@ def findings(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
                     "reaches the training code",
                 )
             )
-    found += _min_above_nodes(words, nodes)
+    elastic = _elastic_range(trainer, nodes) if trainer else None
+    found += _min_above_nodes(elastic, nodes)
     found += _pod_findings(spec, runtime)
     return list(dict.fromkeys(found))
 
 
-def _min_above_nodes(words: Sequence[str], nodes: int) -> list[Finding]:
-    """DR031: an elastic minimum (elastic-launch's ``--min-nodes``, torchrun's ``--nnodes MIN:MAX``)
-    above numNodes, as an overlay that lowers numNodes leaves it: no rendezvous can start."""
-    split = [part for w in words if isinstance(w, str) for part in (shlex.split(w) if " " in w else [w])]
-    for i, word in enumerate(split):
-        option, eq, value = word.partition("=")
-        if option not in (contract.OPT_MIN_NODES, "--nnodes"):
-            continue
-        text = value if eq else (split[i + 1] if i + 1 < len(split) else "")
-        low = text.partition(":")[0] if option == "--nnodes" else text
-        if (":" in text or option == contract.OPT_MIN_NODES) and low.isdigit() and int(low) > nodes:
-            if option == contract.OPT_MIN_NODES:
-                fate = "elastic-launch refuses it at start"
-            else:
-                fate = "the rendezvous never reaches its minimum and times out"
-            message = (
-                f"{option} asks for at least {low} nodes but numNodes is {nodes}: {fate}, so every pod fails until "
-                f"backoffLimit; lower the minimum with numNodes, or raise numNodes to {low} or more"
-            )
-            return [Finding("min-above-nodes", (*_TRAINER, "numNodes"), message)]
-    return []
+def _elastic_range(trainer: Mapping[str, Any], nodes: int) -> tuple[str, int, int] | None:
+    """The elastic range the trainer's launcher is given: ``(option, MIN, MAX)``, or None for none.
+
+    elastic-launch's ``--min-nodes MIN`` (MAX is numNodes, its ``PET_NNODES``), or torchrun's
+    ``--nnodes MIN:MAX`` (``MIN:$(PET_NNODES)`` as the compiler writes it). The command line is
+    read as each launcher reads it (torchrun's own option rules in
+    :func:`~elastic_compile.schema.launchers.parse_torchrun`, elastic-launch's parser, a plain
+    ``sh -c`` script unwrapped), as ``import`` reads it.
+    """
+    argv, _relative = container_argv(trainer)
+    launch = read_launch(argv, lambda i: (), Draft())  # only the reading counts here, not the import's notes
+    if launch.launcher is None:
+        return None
+    found = launch.settings.get("min_nodes")
+    if found is not None:
+        low, high, option = str(found[0]), str(nodes), contract.OPT_MIN_NODES
+    else:
+        found = launch.settings.get("nnodes")
+        if found is None or ":" not in str(found[0]):
+            return None
+        low, _colon, high = str(found[0]).partition(":")
+        high, option = (str(nodes) if high == f"$({contract.PET_NNODES})" else high), "--nnodes"
+    return (option, int(low), int(high)) if low.isdigit() and high.isdigit() else None
+
+
+def _min_above_nodes(elastic: tuple[str, int, int] | None, nodes: int) -> list[Finding]:
+    """DR031: an elastic minimum above numNodes, as an overlay that lowers numNodes leaves it: no
+    rendezvous can start."""
+    if elastic is None or elastic[1] <= nodes:
+        return []
+    option, low, _high = elastic
+    if option == contract.OPT_MIN_NODES:
+        fate = "elastic-launch refuses it at start"
+    else:
+        fate = "the rendezvous never reaches its minimum and times out"
+    message = (
+        f"{option} asks for at least {low} nodes but numNodes is {nodes}: {fate}, so every pod fails until "
+        f"backoffLimit; lower the minimum with numNodes, or raise numNodes to {low} or more"
+    )
+    return [Finding("min-above-nodes", (*_TRAINER, "numNodes"), message)]
 
 
 def _no_launcher(words: Sequence[str], nodes: int, nproc: str) -> list[Finding]:
