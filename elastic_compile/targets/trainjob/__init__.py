@@ -82,6 +82,8 @@ class TrainJobTarget(Target):
         DoctorRule("DR024", "jobset-ttl", "a JobSet TTL makes Trainer v2.3 rerun a failed job without end"),
         DoctorRule("DR031", "min-above-nodes", "the launcher's minimum node count is above numNodes: the rendezvous "
                    "never fills, or elastic-launch refuses it, and the pods fail until backoffLimit"),
+        DoctorRule("DR032", "elastic-stock-runtime", "an elastic range in the launcher on a runtime without the node "
+                   "Job's successPolicy (Trainer's stock one): the job never completes below its maximum"),
     )  # fmt: skip
 
     def in_all(self, spec: ElasticSpec) -> bool:

@@ -84,6 +84,7 @@ def findings(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
             )
     elastic = _elastic_range(trainer, nodes) if trainer else None
     found += _min_above_nodes(elastic, nodes)
+    found += _elastic_without_policies(elastic, as_mapping(spec.get("runtimeRef")), runtime)
     found += _pod_findings(spec, runtime)
     return list(dict.fromkeys(found))
 
@@ -128,6 +129,49 @@ def _min_above_nodes(elastic: tuple[str, int, int] | None, nodes: int) -> list[F
         f"backoffLimit; lower the minimum with numNodes, or raise numNodes to {low} or more"
     )
     return [Finding("min-above-nodes", (*_TRAINER, "numNodes"), message)]
+
+
+def _elastic_without_policies(
+    elastic: tuple[str, int, int] | None, ref: Mapping[str, Any], runtime: Mapping[str, Any] | None
+) -> list[Finding]:
+    """DR032: an elastic range run by a runtime without the node Job policies it needs.
+
+    Trainer's stock torch-distributed (or a runtime in the input whose node Job has no
+    successPolicy) gives the node Job none: seen on the real control plane, its Job has
+    ``completions`` numNodes and no successPolicy, so it completes only when every index has
+    succeeded, and ``podReplacementPolicy: TerminatingOrFailed``, so a lost node 0 is replaced
+    while the old pod still terminates (tests/realcluster/test_trainjob_elastic.py).
+    """
+    if elastic is None or elastic[1] >= elastic[2]:
+        return []
+    if runtime is None:
+        if not api.is_stock(ref):
+            return []  # a runtime not in the input: its policies cannot be seen
+        runtime = api.stock_runtime()
+    if _node_job_spec(runtime).get("successPolicy") is not None:
+        return []
+    option, low, high = elastic
+    name = ref.get("name")
+    which = f"Trainer's stock runtime {name}" if api.is_stock(ref) else f"the runtime {name}"
+    given = f"{option} {low} of numNodes {high}" if option == contract.OPT_MIN_NODES else f"{option} {low}:{high}"
+    message = (
+        f"an elastic range ({given}) on {which}, whose node Job has no successPolicy: the "
+        f"Job completes only when all {high} indexes have succeeded, so a job training at {low} while the other "
+        "pods wait for a node never completes, and a lost node 0 is replaced while the old pod still terminates "
+        "(podReplacementPolicy TerminatingOrFailed: two rendezvous stores); compile the job with nnodes "
+        f'"{low}:{high}" under -t trainjob, whose TrainingRuntime carries these policies, and reference it, or give '
+        "the launcher a fixed node count"
+    )
+    return [Finding("elastic-stock-runtime", ("spec", "runtimeRef", "name"), message)]
+
+
+def _node_job_spec(runtime: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The Job spec of the runtime's node job (empty when it has none)."""
+    jobs = as_mapping(as_mapping(as_mapping(runtime.get("spec")).get("template")).get("spec")).get("replicatedJobs")
+    for rjob in jobs if isinstance(jobs, list) else []:
+        if as_mapping(rjob).get("name") == api.NODE:
+            return as_mapping(as_mapping(as_mapping(rjob).get("template")).get("spec"))
+    return {}
 
 
 def _no_launcher(words: Sequence[str], nodes: int, nproc: str) -> list[Finding]:
