@@ -325,3 +325,23 @@ def test_import_recognises_our_elastic_runtime_with_the_defaults_the_server_fill
     assert str(imported.spec.nnodes) == "2:4" and imported.spec.trainjob.runtime == api.STOCK_RUNTIME
     assert not imported.notes, [p.message for p in imported.notes]
     assert _docs(imported.text.replace("target: trainjob\n", "")) == docs, "compiles to the same job"
+
+
+def test_import_of_an_elastic_trainjob_without_its_runtime_says_how_to_finish() -> None:
+    """The runtime that holds the range's policies is not in the input: one located line that says what to give,
+    or which spec to write; the spec it names compiles to the same job (the advice does not loop)."""
+    from elastic_compile.compiler.importer import import_stream
+    from elastic_compile.core.errors import SpecError
+
+    docs = _docs(ELASTIC)
+    with pytest.raises(SpecError) as raised:
+        import_stream(yaml.safe_dump(docs["TrainJob"]), "job.yaml")
+    (problem,) = raised.value.problems
+    assert problem.path == "spec.runtimeRef.name"
+    assert "the TrainingRuntime train that holds its Job and JobSet policies is not in the input" in problem.message
+    assert "`kubectl get trainingruntime train -o yaml`" in problem.message
+    assert 'a spec with nnodes: "2:4" and no trainjob.runtime emits it again' in problem.message
+    # The input it asks for imports, to the spec it names: the range, no trainjob.runtime, the same job back.
+    (imported,) = import_stream(yaml.safe_dump_all([docs["TrainingRuntime"], docs["TrainJob"]]), "job.yaml")
+    assert str(imported.spec.nnodes) == "2:4" and "runtime" not in imported.spec.trainjob.model_fields_set
+    assert _docs(imported.text.replace("target: trainjob\n", "")) == docs

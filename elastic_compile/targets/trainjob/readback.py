@@ -116,6 +116,9 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Seque
         injected = Injected(nproc_per_node=_nproc(draft, trainer, ref, runtime, resources), generation="v2")
     apply_launch(draft, launch, at, injected, int(nodes or 1))
     low = _elastic_min(launch)
+    if low is not None and runtime is None and not api.is_stock(ref):
+        _elastic_runtime_missing(draft, job, ref, f"{low[0]}:{int(nodes or 1)}")
+        return draft
     if low is not None:
         value, index = low
         draft.set(("nnodes",), f"{value}:{int(nodes or 1)}", at(index))
@@ -162,6 +165,24 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Seque
         # Our runtime was asked for, not needed: keep asking, or the compiled job would use the stock one.
         draft.set(("trainjob", "own_runtime"), "always", other_document(runtime_index, ()))
     return draft
+
+
+def _elastic_runtime_missing(draft: Draft, job: Mapping[str, Any], ref: Mapping[str, Any], nnodes: str) -> None:
+    """An elastic range whose runtime is not in the input: the range's Job and JobSet policies live in
+    that runtime, so the import cannot tell whether it is ours (then the spec's range emits it again)
+    or one of the user's (then the spec must name it, and ours cannot run the range in it)."""
+    name, kind = ref.get("name"), ref.get("kind", api.CLUSTER_TRAINING_RUNTIME)
+    namespace = as_mapping(job.get("metadata")).get("namespace")
+    get = f"kubectl get {str(kind).lower()} {name}" + (f" -n {namespace}" if namespace and kind == api.TRAINING_RUNTIME
+                                                       else "")  # fmt: skip
+    draft.fail(
+        ("spec", "runtimeRef", "name"),
+        f"the launcher runs an elastic range ({nnodes}), and the {kind} {name} that holds its Job and JobSet "
+        "policies is not in the input; import the two together: the stream elastic-compile printed, `kubectl "
+        f"kustomize DIR | elastic-compile import -` for a base it wrote, or `{get} -o yaml`, then --- and the "
+        f"TrainJob, in one file. If {name} is the runtime elastic-compile emitted for this job, a spec with nnodes: "
+        f'"{nnodes}" and no trainjob.runtime emits it again',
+    )
 
 
 def _kueue_labels(draft: Draft) -> None:
