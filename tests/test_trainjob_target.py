@@ -345,3 +345,29 @@ def test_import_of_an_elastic_trainjob_without_its_runtime_says_how_to_finish() 
     (imported,) = import_stream(yaml.safe_dump_all([docs["TrainingRuntime"], docs["TrainJob"]]), "job.yaml")
     assert str(imported.spec.nnodes) == "2:4" and "runtime" not in imported.spec.trainjob.model_fields_set
     assert _docs(imported.text.replace("target: trainjob\n", "")) == docs
+
+
+ETCD = SPEC + "rdzv: {backend: etcd}\n"
+
+
+@pytest.mark.parametrize(
+    ("head", "chosen", "says"),
+    [
+        ("target: trainjob\n", None, ["rdzv.backend: Trainer v2 points every pod at node 0"]),
+        ("", ("trainjob",), ["rdzv.backend: Trainer v2 points every pod at node 0"]),
+        ("target: trainjob\n", ("all",), ["rdzv.backend: Trainer v2 points every pod at node 0"]),
+        ("", None, ["rdzv.backend: the etcd backend needs rdzv.host"]),
+        ("", ("all",), ["rdzv.backend: the etcd backend needs rdzv.host"]),
+        ("target: trainjob\n", ("pytorchjob",), ["rdzv.backend: the etcd backend needs rdzv.host"]),
+    ],
+)
+def test_etcd_without_host_under_trainjob_is_the_targets_refusal_alone(
+    head: str, chosen: tuple[str, ...] | None, says: list[str]
+) -> None:
+    """Asking for rdzv.host first would send the user to write a host that -t trainjob then refuses too."""
+    from elastic_compile.core.errors import SpecError
+
+    with pytest.raises(SpecError) as raised:
+        compile_text(head + ETCD, targets=chosen)
+    lines = [f"{p.path}: {p.message}" for p in raised.value.problems]
+    assert len(lines) == len(says) and all(line.startswith(s) for line, s in zip(lines, says, strict=True)), lines
