@@ -371,3 +371,28 @@ def test_etcd_without_host_under_trainjob_is_the_targets_refusal_alone(
         compile_text(head + ETCD, targets=chosen)
     lines = [f"{p.path}: {p.message}" for p in raised.value.problems]
     assert len(lines) == len(says) and all(line.startswith(s) for line, s in zip(lines, says, strict=True)), lines
+
+
+@pytest.mark.parametrize(
+    ("extra", "shown"),
+    [
+        (ELASTIC, "run_policy.backoff_limit: 6  # not set: our TrainingRuntime writes no backoffLimit on the node Job"),
+        (SPEC, "run_policy.backoff_limit: 6  # not set: the stock torch-distributed writes no backoffLimit"),
+        (SPEC + "trainjob: {runtime: mine}\n", "run_policy.backoff_limit: null  # not set: the node Job of the runtime "
+         "mine decides (Kubernetes' default 6 when it sets none)"),
+        (ELASTIC + "run_policy: {backoff_limit: 12}\n", "run_policy.backoff_limit: 12  # <string>:"),
+    ],
+)  # fmt: skip
+def test_explain_shows_the_backoff_limit_a_trainjob_gets(extra: str, shown: str) -> None:
+    """Unset, the runtime's node Job gets Kubernetes' default (the real server fills 6 in:
+    tests/realcluster/test_trainjob_elastic.py), not the PyTorchJob's "no limit"."""
+    from elastic_compile.compiler.explain import explain
+
+    (row,) = [line for line in explain(compile_text("target: trainjob\n" + extra)).splitlines()
+              if line.startswith("run_policy.backoff_limit:")]  # fmt: skip
+    assert " ".join(row.split()).startswith(" ".join(shown.split())), row
+    assert str(api.JOB_BACKOFF_LIMIT_DEFAULT) in shown or "12" in shown
+    # Beside a PyTorchJob, which takes the spec's default, both are said.
+    (both,) = [line for line in explain(compile_text(SPEC, targets=("pytorchjob", "trainjob"))).splitlines()
+               if line.startswith("run_policy.backoff_limit:")]  # fmt: skip
+    assert "default: no limit" in both and "under -t trainjob: not set: the stock torch-distributed" in both

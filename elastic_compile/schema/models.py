@@ -918,7 +918,8 @@ class RunPolicy(_Section):
         le=INT32_MAX,
         description="In-place container restarts (restart_policy OnFailure or Always) allowed before the job fails. "
         "With ExitCode a failed pod is recreated instead, with a restart count of 0, so this never counts it "
-        "(kubeflow/trainer#2045): bound such a job with active_deadline_seconds. Default: no limit.",
+        "(kubeflow/trainer#2045): bound such a job with active_deadline_seconds. Default: no limit on a PyTorchJob; "
+        "a TrainJob's node Job then gets Kubernetes' default, 6, which counts failed pods too.",
     )
     scheduling: Scheduling | None = Field(
         None, description="Gang scheduling. Default: none, except min_available for an elastic range."

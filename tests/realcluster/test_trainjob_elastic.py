@@ -282,6 +282,7 @@ def test_an_elastic_range_on_the_stock_runtime(cluster: Cluster, namespace: str,
     job = _wait_for(cluster, "batch/v1", "Job", "on-stock-node-0", namespace)["spec"]
     assert "successPolicy" not in job and job["completions"] == MAX, job
     assert job["podReplacementPolicy"] == "TerminatingOrFailed", job
+    assert job["backoffLimit"] == api.JOB_BACKOFF_LIMIT_DEFAULT, job  # what --explain says of the stock runtime
 
     manifest = tmp_path / "stock.yaml"
     manifest.write_text(json.dumps(stock))
@@ -290,3 +291,27 @@ def test_an_elastic_range_on_the_stock_runtime(cluster: Cluster, namespace: str,
     ours = tmp_path / "ours.yaml"
     ours.write_text(json.dumps(runtime) + "\n---\n" + json.dumps(trainjob))
     assert "DR032" not in run_cli(["doctor", str(ours)])[1]
+
+
+#: The same range, without run_policy.backoff_limit.
+UNBOUNDED = SPEC.replace("run_policy:\n  backoff_limit: {backoff_limit}\n", "")
+
+
+def test_an_unset_backoff_limit_is_what_explain_shows(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    """Our runtime without run_policy.backoff_limit writes no backoffLimit: the API server fills
+    Kubernetes' default into the node Job (api.JOB_BACKOFF_LIMIT_DEFAULT), and ``--explain`` shows
+    that value, not the PyTorchJob's "no limit"."""
+    from elastic_compile.compiler.explain import explain
+    from elastic_compile.compiler.pipeline import compile_path
+    from elastic_compile.targets.trainjob import api
+
+    spec = tmp_path / "elastic.yaml"
+    spec.write_text(UNBOUNDED.format(name="unbounded", min=MIN, max=MAX))
+    runtime, trainjob = compile_spec(spec, "trainjob")
+    assert "backoffLimit" not in runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    for doc in (runtime, trainjob):
+        apply(cluster, doc, namespace=namespace)
+    job = _wait_for(cluster, "batch/v1", "Job", "unbounded-node-0", namespace)["spec"]
+    assert job["backoffLimit"] == api.JOB_BACKOFF_LIMIT_DEFAULT
+    shown = explain(compile_path(spec, ("trainjob",)))
+    assert f"run_policy.backoff_limit: {job['backoffLimit']} " in shown, shown
