@@ -52,17 +52,21 @@ def _verdict(cluster: Cluster, namespace: str, doc: dict[str, object]) -> str | 
     return None
 
 
+def _assert_judged(case: str, refused: str | None) -> None:
+    """The server's verdict on a broken object (its refusal, or None) is the one the tables give ``case``."""
+    if case in SERVER_REFUSES:
+        assert refused is not None, f"{case}: the server accepts it; move it to STRICTER with what then happens"
+    else:
+        assert refused is None, f"{case}: the server refuses it too ({refused}); move it to SERVER_REFUSES"
+
+
 @pytest.mark.parametrize("case", sorted(rules.JOB_BREAKS))
 def test_trainjob_rule_on_the_server(cluster: Cluster, dry_namespace: str, case: str) -> None:
     runtime, job = rules._golden("trainjob-sidecar-runtime")
     apply(cluster, runtime, namespace=dry_namespace)
     assert _verdict(cluster, dry_namespace, copy.deepcopy(job)) is None  # the unbroken job passes
     rules.JOB_BREAKS[case][0](job)
-    refused = _verdict(cluster, dry_namespace, job)
-    if case in SERVER_REFUSES:
-        assert refused is not None, f"{case}: the server accepts it; move it to STRICTER with what then happens"
-    else:
-        assert refused is None, f"{case}: the server refuses it too ({refused}); move it to SERVER_REFUSES"
+    _assert_judged(case, _verdict(cluster, dry_namespace, job))
 
 
 @pytest.mark.parametrize("case", sorted(rules.RUNTIME_BREAKS))
@@ -70,8 +74,4 @@ def test_runtime_rule_on_the_server(cluster: Cluster, dry_namespace: str, case: 
     runtime, _ = rules._golden("trainjob-sidecar-runtime")
     assert _verdict(cluster, dry_namespace, copy.deepcopy(runtime)) is None
     rules.RUNTIME_BREAKS[case][0](runtime)
-    refused = _verdict(cluster, dry_namespace, runtime)
-    if case in SERVER_REFUSES:
-        assert refused is not None, f"{case}: the server accepts it; move it to STRICTER with what then happens"
-    else:
-        assert refused is None, f"{case}: the server refuses it too ({refused}); move it to SERVER_REFUSES"
+    _assert_judged(case, _verdict(cluster, dry_namespace, runtime))
