@@ -396,3 +396,31 @@ def test_explain_shows_the_backoff_limit_a_trainjob_gets(extra: str, shown: str)
     (both,) = [line for line in explain(compile_text(SPEC, targets=("pytorchjob", "trainjob"))).splitlines()
                if line.startswith("run_policy.backoff_limit:")]  # fmt: skip
     assert "default: no limit" in both and "under -t trainjob: not set: the stock torch-distributed" in both
+
+
+def test_import_of_an_elastic_trainjob_whose_runtime_holds_more_than_ours_says_how_to_finish() -> None:
+    """The range runs only in our runtime; a runtime with more (a podGroupPolicy) cannot be referenced with it:
+    one located line in the runtime's document that names what is extra and the two ways out, each of which
+    imports."""
+    from elastic_compile.compiler.importer import import_stream
+    from elastic_compile.core.errors import SpecError
+
+    docs = _docs(ELASTIC)
+    runtime = copy.deepcopy(docs["TrainingRuntime"])
+    runtime["spec"]["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 60}}
+    text = yaml.safe_dump_all([runtime, docs["TrainJob"]])
+    with pytest.raises(SpecError) as raised:
+        import_stream(text, "job.yaml")
+    (problem,) = raised.value.problems
+    assert problem.path == "spec.podGroupPolicy", problem
+    assert problem.line <= text.splitlines().index("---"), problem  # located in the runtime's document
+    assert "the runtime train also has what the spec cannot carry (spec.podGroupPolicy)" in problem.message
+    assert "remove that from the runtime" in problem.message and "a fixed node count" in problem.message
+    # Either way out imports: without the extra, onto our runtime; with a fixed count, referencing the runtime.
+    (ours,) = import_stream(yaml.safe_dump_all([docs["TrainingRuntime"], docs["TrainJob"]]), "job.yaml")
+    assert str(ours.spec.nnodes) == "2:4"
+    fixed = copy.deepcopy(docs["TrainJob"])
+    args = fixed["spec"]["trainer"]["args"]
+    del args[args.index(contract.OPT_MIN_NODES) : args.index(contract.OPT_MIN_NODES) + 2]
+    (kept,) = import_stream(yaml.safe_dump_all([runtime, fixed]), "job.yaml")
+    assert str(kept.spec.nnodes) == "4" and kept.spec.trainjob.runtime == "train"

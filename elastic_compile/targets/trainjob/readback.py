@@ -77,6 +77,8 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Seque
     # The compiled elastic TrainJob (issue 30): MIN in the launcher's words, our policies in the runtime.
     elastic = _elastic_words(trainer, runtime)
     carried = runtime is not None and _carry(draft, runtime, runtime_index, ref, elastic=elastic)
+    if draft.errors:
+        return draft
     rjob, rjob_path = _node_job(draft, runtime if carried else None, runtime_index)
     job_name = as_mapping(job.get("metadata")).get("name")
     if carried and (ref.get("kind") != api.TRAINING_RUNTIME or ref.get("name") != job_name):
@@ -388,6 +390,18 @@ def _carry(
     if not kept:
         return True
     name, kind = ref.get("name"), ref.get("kind", api.CLUSTER_TRAINING_RUNTIME)
+    if elastic:
+        # The range runs only in a runtime of ours, and this one holds more than ours: referencing it would make
+        # the spec name a runtime that the range then replaces (an advice loop). Say which way out there is.
+        whats = ", ".join(what for _path, what in kept)
+        draft.fail(
+            other_document(index, kept[0][0]),
+            f"the launcher runs an elastic range, whose Job and JobSet policies elastic-compile writes in a "
+            f"TrainingRuntime of its own, and the runtime {name} also has what the spec cannot carry ({whats}); "
+            "remove that from the runtime to import the job onto ours, or give the launcher a fixed node count to "
+            f"keep {name} as it is",
+        )
+        return False
     draft.set_unless_default(("trainjob", "runtime"), name, ("spec", "runtimeRef", "name"))
     draft.set_unless_default(("trainjob", "runtime_kind"), kind, ("spec", "runtimeRef", "kind"))
     for path, what in kept:
