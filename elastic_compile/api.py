@@ -106,7 +106,7 @@ def compile_file(
     from elastic_compile.schema.extends import load_spec
 
     names = _names(targets)  # a wrong name is said before the file is read
-    loaded, spec = load_spec(_path(path), bases)
+    loaded, spec = load_spec(_path(path), bases, names)
     return compile_spec(spec, names, _directory(templates), loaded)
 
 
@@ -122,7 +122,7 @@ def compile_text(
     names = _names(targets)
     loaded = load(text, file)
     extends.refuse(loaded)
-    return compile_spec(validate(loaded), names, _directory(templates), loaded)
+    return compile_spec(validate(loaded, names), names, _directory(templates), loaded)
 
 
 def compile_spec(spec: ElasticSpec, targets: Targets = None, *, templates: PathLike | None = None) -> Compiled:

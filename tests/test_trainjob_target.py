@@ -307,3 +307,120 @@ def test_an_elastic_range_back_through_import(launcher: str) -> None:
     assert imported.spec.trainjob.runtime == api.STOCK_RUNTIME, "our runtime's policies are the range's"
     assert not imported.notes, [p.message for p in imported.notes]
     assert _docs(imported.text.replace("target: trainjob\n", "")) == docs, "compiles to the same job"
+
+
+def test_import_recognises_our_elastic_runtime_with_the_defaults_the_server_fills() -> None:
+    """As the API server serves it (tests/realcluster/test_import_from_server.py holds these defaults against
+    the real one): JobSet's CRD fills failurePolicy.restartStrategy and the replicated job's groupName."""
+    from elastic_compile.compiler.importer import import_stream
+    from elastic_compile.targets.trainjob.readback import JOB_DEFAULTS, JOBSET_DEFAULTS
+
+    docs = _docs(ELASTIC)
+    served = copy.deepcopy(docs["TrainingRuntime"])
+    jobset = served["spec"]["template"]["spec"]
+    for field, defaults in JOBSET_DEFAULTS.items():
+        jobset[field] = {**jobset[field], **defaults}
+    jobset["replicatedJobs"][0].update(JOB_DEFAULTS)
+    (imported,) = import_stream(yaml.safe_dump_all([served, docs["TrainJob"]]), "job.yaml")
+    assert str(imported.spec.nnodes) == "2:4" and imported.spec.trainjob.runtime == api.STOCK_RUNTIME
+    assert not imported.notes, [p.message for p in imported.notes]
+    assert _docs(imported.text.replace("target: trainjob\n", "")) == docs, "compiles to the same job"
+
+
+def test_import_of_an_elastic_trainjob_without_its_runtime_says_how_to_finish() -> None:
+    """The runtime that holds the range's policies is not in the input: one located line that says what to give,
+    or which spec to write; the spec it names compiles to the same job (the advice does not loop)."""
+    from elastic_compile.compiler.importer import import_stream
+    from elastic_compile.core.errors import SpecError
+
+    docs = _docs(ELASTIC)
+    with pytest.raises(SpecError) as raised:
+        import_stream(yaml.safe_dump(docs["TrainJob"]), "job.yaml")
+    (problem,) = raised.value.problems
+    assert problem.path == "spec.runtimeRef.name"
+    assert "the TrainingRuntime train that holds its Job and JobSet policies is not in the input" in problem.message
+    assert "`kubectl get trainingruntime train -o yaml`" in problem.message
+    assert 'a spec with nnodes: "2:4" and no trainjob.runtime emits it again' in problem.message
+    # The input it asks for imports, to the spec it names: the range, no trainjob.runtime, the same job back.
+    (imported,) = import_stream(yaml.safe_dump_all([docs["TrainingRuntime"], docs["TrainJob"]]), "job.yaml")
+    assert str(imported.spec.nnodes) == "2:4" and "runtime" not in imported.spec.trainjob.model_fields_set
+    assert _docs(imported.text.replace("target: trainjob\n", "")) == docs
+
+
+ETCD = SPEC + "rdzv: {backend: etcd}\n"
+
+
+@pytest.mark.parametrize(
+    ("head", "chosen", "says"),
+    [
+        ("target: trainjob\n", None, ["rdzv.backend: Trainer v2 points every pod at node 0"]),
+        ("", ("trainjob",), ["rdzv.backend: Trainer v2 points every pod at node 0"]),
+        ("target: trainjob\n", ("all",), ["rdzv.backend: Trainer v2 points every pod at node 0"]),
+        ("", None, ["rdzv.backend: the etcd backend needs rdzv.host"]),
+        ("", ("all",), ["rdzv.backend: the etcd backend needs rdzv.host"]),
+        ("target: trainjob\n", ("pytorchjob",), ["rdzv.backend: the etcd backend needs rdzv.host"]),
+    ],
+)
+def test_etcd_without_host_under_trainjob_is_the_targets_refusal_alone(
+    head: str, chosen: tuple[str, ...] | None, says: list[str]
+) -> None:
+    """Asking for rdzv.host first would send the user to write a host that -t trainjob then refuses too."""
+    from elastic_compile.core.errors import SpecError
+
+    with pytest.raises(SpecError) as raised:
+        compile_text(head + ETCD, targets=chosen)
+    lines = [f"{p.path}: {p.message}" for p in raised.value.problems]
+    assert len(lines) == len(says) and all(line.startswith(s) for line, s in zip(lines, says, strict=True)), lines
+
+
+@pytest.mark.parametrize(
+    ("extra", "shown"),
+    [
+        (ELASTIC, "run_policy.backoff_limit: 6  # not set: our TrainingRuntime writes no backoffLimit on the node Job"),
+        (SPEC, "run_policy.backoff_limit: 6  # not set: the stock torch-distributed writes no backoffLimit"),
+        (SPEC + "trainjob: {runtime: mine}\n", "run_policy.backoff_limit: null  # not set: the node Job of the runtime "
+         "mine decides (Kubernetes' default 6 when it sets none)"),
+        (ELASTIC + "run_policy: {backoff_limit: 12}\n", "run_policy.backoff_limit: 12  # <string>:"),
+    ],
+)  # fmt: skip
+def test_explain_shows_the_backoff_limit_a_trainjob_gets(extra: str, shown: str) -> None:
+    """Unset, the runtime's node Job gets Kubernetes' default (the real server fills 6 in:
+    tests/realcluster/test_trainjob_elastic.py), not the PyTorchJob's "no limit"."""
+    from elastic_compile.compiler.explain import explain
+
+    (row,) = [line for line in explain(compile_text("target: trainjob\n" + extra)).splitlines()
+              if line.startswith("run_policy.backoff_limit:")]  # fmt: skip
+    assert " ".join(row.split()).startswith(" ".join(shown.split())), row
+    assert str(api.JOB_BACKOFF_LIMIT_DEFAULT) in shown or "12" in shown
+    # Beside a PyTorchJob, which takes the spec's default, both are said.
+    (both,) = [line for line in explain(compile_text(SPEC, targets=("pytorchjob", "trainjob"))).splitlines()
+               if line.startswith("run_policy.backoff_limit:")]  # fmt: skip
+    assert "default: no limit" in both and "under -t trainjob: not set: the stock torch-distributed" in both
+
+
+def test_import_of_an_elastic_trainjob_whose_runtime_holds_more_than_ours_says_how_to_finish() -> None:
+    """The range runs only in our runtime; a runtime with more (a podGroupPolicy) cannot be referenced with it:
+    one located line in the runtime's document that names what is extra and the two ways out, each of which
+    imports."""
+    from elastic_compile.compiler.importer import import_stream
+    from elastic_compile.core.errors import SpecError
+
+    docs = _docs(ELASTIC)
+    runtime = copy.deepcopy(docs["TrainingRuntime"])
+    runtime["spec"]["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 60}}
+    text = yaml.safe_dump_all([runtime, docs["TrainJob"]])
+    with pytest.raises(SpecError) as raised:
+        import_stream(text, "job.yaml")
+    (problem,) = raised.value.problems
+    assert problem.path == "spec.podGroupPolicy", problem
+    assert problem.line <= text.splitlines().index("---"), problem  # located in the runtime's document
+    assert "the runtime train also has what the spec cannot carry (spec.podGroupPolicy)" in problem.message
+    assert "remove that from the runtime" in problem.message and "a fixed node count" in problem.message
+    # Either way out imports: without the extra, onto our runtime; with a fixed count, referencing the runtime.
+    (ours,) = import_stream(yaml.safe_dump_all([docs["TrainingRuntime"], docs["TrainJob"]]), "job.yaml")
+    assert str(ours.spec.nnodes) == "2:4"
+    fixed = copy.deepcopy(docs["TrainJob"])
+    args = fixed["spec"]["trainer"]["args"]
+    del args[args.index(contract.OPT_MIN_NODES) : args.index(contract.OPT_MIN_NODES) + 2]
+    (kept,) = import_stream(yaml.safe_dump_all([runtime, fixed]), "job.yaml")
+    assert str(kept.spec.nnodes) == "4" and kept.spec.trainjob.runtime == "train"

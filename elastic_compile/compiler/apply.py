@@ -80,6 +80,8 @@ class Item:
     compiled: Compiled
     doc: dict[str, Any]
     namespace: str
+    #: The API resource (plural) of the object's kind, from the targets (:func:`plan` looked it up).
+    plural: str
 
     @property
     def shown(self) -> str:
@@ -92,9 +94,8 @@ class Item:
     def path(self) -> str:
         """The object's resource path on the API server."""
         version = self.doc["apiVersion"]
-        plural = targets.resources()[(version, self.doc["kind"])]
         root = "/api/v1" if version == "v1" else f"/apis/{version}"
-        return f"{root}/namespaces/{self.namespace}/{plural}/{self.doc['metadata']['name']}"
+        return f"{root}/namespaces/{self.namespace}/{self.plural}/{self.doc['metadata']['name']}"
 
 
 def plan(compiled: Sequence[Compiled], namespace: str | None, default_namespace: str) -> list[Item]:
@@ -126,7 +127,7 @@ def plan(compiled: Sequence[Compiled], namespace: str | None, default_namespace:
                 raise SpecError([locate(c.loaded, (), f"apply: {key[1]} ({key[0]}) is no kind apply knows")])
             doc = json.loads(json.dumps(output.doc))
             doc["metadata"]["namespace"] = ns
-            items.append(Item(c, doc, ns))
+            items.append(Item(c, doc, ns, known[key]))
     if problems:
         raise SpecError(problems)
     return items

@@ -104,6 +104,29 @@ def _unused(path: str, unused: Sequence[Mapping[str, str]]) -> str | None:
     return whys[0] if whys and all(w is not None for w in whys) else None
 
 
+def _applied(
+    row: tuple[str, str, str],
+    applied: Mapping[str, Mapping[str, tuple[Any, str]]],
+    unused: Mapping[str, Mapping[str, str]],
+) -> tuple[str, str, str]:
+    """A default row as the targets' output applies it (:meth:`Target.default_settings`).
+
+    When every other target of the compile leaves the setting out, the target's value and reason
+    replace the row; beside a target that takes the spec's default, each reason is added to it.
+    """
+    path, value, source = row
+    if not source.startswith("default"):
+        return row
+    found = {name: settings[path] for name, settings in applied.items() if path in settings}
+    if not found:
+        return row
+    others = [name for name in applied if name not in found and _unused(path, [unused[name]]) is None]
+    if not others and len(found) == 1:
+        ((shown, why),) = found.values()
+        return path, _value(shown), why
+    return path, value, source + "".join(f"; under -t {name}: {why}" for name, (_v, why) in found.items())
+
+
 def _written_here(source: str) -> bool:
     """Whether an explain row's value was written in a spec (a file:line), not a default or derived."""
     return not source.startswith(("default", "derived"))
@@ -119,6 +142,8 @@ def explain(compiled: Compiled) -> str:
     if unused:
         rows = [(path, "null", why) if (why := _unused(path, unused)) is not None and not _written_here(source)
                 else (path, value, source) for path, value, source in rows]  # fmt: skip
+    applied = {t.name: t.default_settings(compiled.spec) for t in chosen}
+    rows = [_applied(row, applied, {t.name: t.unused_settings for t in chosen}) for row in rows]
     width = min(max(len(f"{p}: {v}") for p, v, _ in rows), 60)
     origin = compiled.loaded.file if compiled.loaded else "<python>"
     if compiled.loaded is not None and len(compiled.loaded.chain) > 1:

@@ -164,8 +164,9 @@ def _finish(draft: Draft, origin: str, locate: Callable[..., Problem], target: s
     text = render_spec(draft, origin)
     loaded = load_text(text, "<imported spec>")
     try:
-        spec = validate(loaded)
-        compile_spec(spec, (target,) if target is not None else None, loaded=loaded)
+        names = (target,) if target is not None else None
+        spec = validate(loaded, names)
+        compile_spec(spec, names, loaded=loaded)
     except SpecError as e:
         raise SpecError([_back(draft, p, locate) for p in e.problems]) from e
     notes = tuple(

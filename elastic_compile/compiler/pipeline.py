@@ -194,7 +194,7 @@ def compile_path(
 
     ``bases``: the run's :func:`resolver`, so that bases shared by several specs are read once.
     """
-    loaded, spec = load_spec(path, bases)
+    loaded, spec = load_spec(path, bases, target_names(targets))
     return compile_spec(spec, targets, template_dir, loaded)
 
 
@@ -207,7 +207,7 @@ def compile_text(
     """Compile spec text (used by tests and the fuzzer)."""
     loaded = load_text(text, file)
     extends.refuse(loaded)
-    return compile_spec(validate(loaded), targets, template_dir, loaded)
+    return compile_spec(validate(loaded, target_names(targets)), targets, template_dir, loaded)
 
 
 __all__ = [

@@ -696,6 +696,68 @@ def _indentation_message(e: yaml.MarkedYAMLError, text: str) -> str | None:
     return None
 
 
+#: What closes each flow collection, and what the spec calls it.
+_FLOW = {"[": ("]", "list"), "{": ("}", "mapping")}
+_FLOW_PROBLEM = re.compile(r"^expected (?:',' or '[\]}]'|the node content), but (?:got|found) (.+)$")
+
+
+def _open_flow(text: str, mark: yaml.Mark) -> tuple[str, yaml.Mark] | None:
+    """The innermost ``[`` or ``{`` still open where PyYAML stopped (at ``mark``), and its mark.
+
+    PyYAML's own scanner reads the tokens up to there (linear in the text, which the loader has
+    already bounded): flow starts and ends, nothing constructed.
+    """
+    stack: list[tuple[str, yaml.Mark]] = []
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if token.start_mark.index >= mark.index:
+                break
+            if isinstance(token, (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken)):
+                stack.append(("[" if isinstance(token, yaml.FlowSequenceStartToken) else "{", token.start_mark))
+            elif isinstance(token, (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken)) and stack:
+                stack.pop()
+    except yaml.YAMLError:
+        pass  # the error being explained, or one before it: the brackets seen so far are what counts
+    return stack[-1] if stack else None
+
+
+def _flow_message(e: yaml.MarkedYAMLError, text: str) -> tuple[str, yaml.Mark] | None:
+    """PyYAML's words for a flow collection (``[a, b]``, ``{k: v}``) gone wrong, said plainly, and where
+    to point: the bracket that is never closed, or the place in its line; None for other errors."""
+    mark = e.problem_mark
+    found = _FLOW_PROBLEM.match(e.problem or "")
+    if mark is None or found is None:
+        return None
+    opened = _open_flow(text, mark)
+    if opened is None:
+        return None
+    bracket, start = opened
+    close, what = _FLOW[bracket]
+    got = {"'<scalar>'": "a value"}.get(found.group(1), found.group(1))  # PyYAML's token name, in words
+    if got == "'<stream end>'" or mark.line > start.line:
+        upto = (
+            "the end of the file"
+            if got == "'<stream end>'"
+            else f"line {mark.line + 1} ({got} at column {mark.column + 1})"
+        )
+        return (
+            f"this '{bracket}' starts a {what} that is never closed: YAML reads on to {upto}, where it gives up; "
+            f"end the {what} with '{close}' on the line it belongs to, or write it in block style, one entry a line",
+            start,
+        )
+    if (e.problem or "").startswith("expected the node content"):
+        return (
+            f"an empty entry in the {what} that '{bracket}' starts at column {start.column + 1} (found {got}); "
+            "remove the extra comma, or write the entry",
+            mark,
+        )
+    return (
+        f"expected ',' or '{close}' in the {what} that '{bracket}' starts at column {start.column + 1}, found {got}; "
+        f"separate the entries with ', ', end the {what} with '{close}', and quote an entry holding , [ ] {{ }}",
+        mark,
+    )
+
+
 def _parse_problem(e: Exception, file: str, text: str) -> Problem:
     """One located problem for a limit hit or a PyYAML error (one document or a stream)."""
     if isinstance(e, _LoadLimit):
@@ -714,6 +776,9 @@ def _parse_problem(e: Exception, file: str, text: str) -> Problem:
             message += "; indent with spaces, not tabs"
         elif (plain := _indentation_message(e, text)) is not None:
             message = plain
+        elif (flow := _flow_message(e, text)) is not None:
+            message, at = flow
+            line, col = at.line + 1, at.column + 1
         elif e.context and e.context_mark is not None and e.problem:
             # PyYAML's problem is where it noticed; the context names what was left open.
             where = f"line {e.context_mark.line + 1}, column {e.context_mark.column + 1}"

@@ -52,8 +52,8 @@ from elastic_compile.targets.trainjob.checks import manifest_errors
 
 #: The state of a pod that no node can take (an elastic TrainJob run with --nodes below MAX).
 UNSCHEDULABLE: Final = "Unschedulable"
-#: Kubernetes' Job default (batch/v1 JobSpec.backoffLimit).
-DEFAULT_BACKOFF_LIMIT: Final = 6
+#: Kubernetes' Job default (batch/v1 JobSpec.backoffLimit), where the runtime's node Job sets none.
+DEFAULT_BACKOFF_LIMIT: Final = api.JOB_BACKOFF_LIMIT_DEFAULT
 #: JobSet's webhook defaults the pod restartPolicy to OnFailure when the template has none.
 DEFAULT_RESTART_POLICY: Final = "OnFailure"
 JOB_RESTART_POLICIES: Final = ("OnFailure", "Never")

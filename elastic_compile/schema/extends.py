@@ -104,11 +104,16 @@ def unique_problems(problems: Sequence[Problem]) -> list[Problem]:
     return list(seen.values())
 
 
-def load_spec(path: str | Path, bases: extends.Resolver | None = None) -> tuple[Loaded, ElasticSpec]:
-    """The spec at ``path`` merged onto its bases, and validated; ``SpecError`` with every problem of both."""
+def load_spec(
+    path: str | Path, bases: extends.Resolver | None = None, targets: Sequence[str] | None = None
+) -> tuple[Loaded, ElasticSpec]:
+    """The spec at ``path`` merged onto its bases, and validated; ``SpecError`` with every problem of both.
+
+    ``targets``: the target names the compile asks for, if any (:func:`~.validate.validate`).
+    """
     loaded, problems = (bases or resolver()).load(path)
     try:
-        spec = validate(loaded)
+        spec = validate(loaded, targets)
     except SpecError as e:
         raise SpecError(sorted(unique_problems([*problems, *e.problems]))) from e
     if problems:

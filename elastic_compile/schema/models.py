@@ -233,6 +233,13 @@ FRAGMENT = "fragment"
 EXTENSION_PREFIX = "x-"
 
 
+#: Validation context key: the target names a compile asks for (``-t``), when it names any; the
+#: spec's own ``target`` otherwise. A setting that a chosen target refuses outright is left to that
+#: target's refusal: asking first for what would complete it (an etcd host under ``-t trainjob``)
+#: would send the user to write a value the target then refuses too.
+TARGETS = "targets"
+
+
 def is_fragment(info: ValidationInfo) -> bool:
     """True when validating a base's own values (see :data:`FRAGMENT`)."""
     return bool(info.context and info.context.get(FRAGMENT))
@@ -544,7 +551,8 @@ class Rendezvous(_Section):
     host: Annotated[str | None, _text("rdzv.host"), AfterValidator(_optional(cv.check_host))] = Field(
         None,
         description="Rendezvous host (elasticPolicy.rdzvHost). Default: unset, so the operator uses "
-        "<name>-worker-0, the pod that hosts the c10d store. Required for etcd backends: your etcd server.",
+        "<name>-worker-0, the pod that hosts the c10d store. Required for etcd backends: your etcd server (not under "
+        "-t trainjob, which refuses etcd: Trainer fixes the rendezvous at node 0).",
     )
     port: (
         Annotated[
@@ -616,14 +624,6 @@ class Rendezvous(_Section):
         if problems:
             raise FieldProblems(problems)
         return conf
-
-    @model_validator(mode="after")
-    def _etcd_needs_host(self, info: ValidationInfo) -> "Rendezvous":
-        if not is_fragment(info) and self.backend != "c10d" and self.host is None:
-            raise FieldProblems(
-                [(("backend",), f"the {self.backend} backend needs rdzv.host: the address of your etcd server")]
-            )
-        return self
 
     def resolved_port(self) -> int:
         """The port in use: the explicit one or the backend's default."""
@@ -919,7 +919,8 @@ class RunPolicy(_Section):
         le=INT32_MAX,
         description="In-place container restarts (restart_policy OnFailure or Always) allowed before the job fails. "
         "With ExitCode a failed pod is recreated instead, with a restart count of 0, so this never counts it "
-        "(kubeflow/trainer#2045): bound such a job with active_deadline_seconds. Default: no limit.",
+        "(kubeflow/trainer#2045): bound such a job with active_deadline_seconds. Default: no limit on a PyTorchJob; "
+        "a TrainJob's node Job then gets Kubernetes' default, 6, which counts failed pods too.",
     )
     scheduling: Scheduling | None = Field(
         None, description="Gang scheduling. Default: none, except min_available for an elastic range."
@@ -1557,17 +1558,23 @@ class ElasticSpec(_Section):
             )
         return problems
 
-    def _is_host_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
+    def _compiles_trainjob(self, info: ValidationInfo) -> bool:
+        """Whether this compile emits a TrainJob (:data:`TARGETS`, else the spec's ``target``), whose
+        target then refuses what Trainer v2 fixes (the rendezvous backend, host and ``is_host``)."""
+        names = tuple((info.context or {}).get(TARGETS) or (self.target,))
+        return "trainjob" in names or (names == ("all",) and self.target == "trainjob")
+
+    def _is_host_problems(self, *, trainjob: bool) -> list[tuple[tuple[str | int, ...], str]]:
         """``rdzv.conf.is_host`` on several nodes: every pod gets the same rdzv.conf.
 
         The operator copies elasticPolicy.rdzvConf into PET_RDZV_CONF of every pod (Flyte
         bakes it into every pod's --rdzv-conf), so one value cannot name one host.
         elastic-launch makes the pod the endpoint names the host without it. ``false`` is
-        kept for a store outside the job (``rdzv.host`` set). Under ``target: trainjob`` the
-        TrainJob target reports it (it refuses it on any number of nodes).
+        kept for a store outside the job (``rdzv.host`` set). When the compile emits a TrainJob
+        (``trainjob``) the TrainJob target reports it (it refuses it on any number of nodes).
         """
         value = self.rdzv.conf.get("is_host")
-        if value is None or self.nnodes.max == 1 or self.target == "trainjob":
+        if value is None or self.nnodes.max == 1 or trainjob:
             return []
         where = ("rdzv", "conf", "is_host")
         if cv.parse_bool(value):
@@ -1667,7 +1674,12 @@ class ElasticSpec(_Section):
                 )
             )
         problems += self._pod_template_problems()
-        if self.nnodes.max == 1 and self.rdzv.backend != "c10d":
+        trainjob = self._compiles_trainjob(info)
+        if self.rdzv.backend != "c10d" and self.rdzv.host is None and not trainjob:
+            # Under a TrainJob the target refuses the backend itself (Trainer fixes the rendezvous).
+            why = f"the {self.rdzv.backend} backend needs rdzv.host: the address of your etcd server"
+            problems.append((("rdzv", "backend"), why))
+        if self.nnodes.max == 1 and self.rdzv.backend != "c10d" and not trainjob:
             # One node gets no elasticPolicy: elastic-launch meets itself with c10d on the pod
             # and receives rdzv.conf as --rdzv-conf, so c10d must accept the keys.
             for key in self.rdzv.conf:
@@ -1680,7 +1692,7 @@ class ElasticSpec(_Section):
                             f"a single-node job meets on its own pod with c10d, not {self.rdzv.backend}: {e}",
                         )
                     )
-        problems += self._is_host_problems()
+        problems += self._is_host_problems(trainjob=trainjob)
         spec_env = set(self.env) if isinstance(self.env, dict) else {e.name for e in self.env}
         for i, container in enumerate(self.pod_template.spec.get("containers") or []):
             if container.get("name") != contract.TRAINING_CONTAINER:

@@ -15,7 +15,7 @@ from elastic_compile.core import kinds
 from elastic_compile.core.errors import Problem, SpecError
 from elastic_compile.core.loader import YAML11_SURPRISE, Loaded
 from elastic_compile.schema import ElasticSpec, FieldProblems
-from elastic_compile.schema.models import FRAGMENT, nested_model
+from elastic_compile.schema.models import FRAGMENT, TARGETS, nested_model
 
 # Tags of the discriminated unions in the schema: not part of a field path.
 _UNION_TAGS = {"map", "list"}
@@ -131,15 +131,19 @@ def _not_a_mapping(loaded: Loaded) -> Problem:
     return loaded.problem([], f"expected a mapping of fields at the top level, not {kind}", given=None)
 
 
-def validate(loaded: Loaded) -> ElasticSpec:
-    """Validate loaded data as an ElasticSpec; raise ``SpecError`` with every problem."""
+def validate(loaded: Loaded, targets: Sequence[str] | None = None) -> ElasticSpec:
+    """Validate loaded data as an ElasticSpec; raise ``SpecError`` with every problem.
+
+    ``targets``: the target names the compile asks for (``-t``), when it names any: a setting a
+    chosen target refuses outright is left to that target to report (:data:`~.models.TARGETS`).
+    """
     if not isinstance(loaded.data, dict):
         raise SpecError([_not_a_mapping(loaded)])
     manifest = _manifest_problem(loaded)
     if manifest is not None:
         raise SpecError([manifest])
     try:
-        return ElasticSpec.model_validate(loaded.data)
+        return ElasticSpec.model_validate(loaded.data, context={TARGETS: tuple(targets)} if targets else None)
     except ValidationError as e:
         raise SpecError(sorted(_problems(e, loaded))) from e
 

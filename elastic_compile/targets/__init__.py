@@ -139,6 +139,13 @@ class Target:
     #: when no other target of the compile carries them.
     unused_settings: ClassVar[Mapping[str, str]] = {}
 
+    def default_settings(self, spec: ElasticSpec) -> Mapping[str, tuple[Any, str]]:
+        """Spec settings left at their default whose effect in this target's output is not what the
+        spec's description says: dotted path -> (the value that applies, None when the cluster's
+        objects decide; why). ``--explain`` shows them so when every other target of the compile
+        says the same or never carries the setting (:attr:`unused_settings`)."""
+        return {}
+
     def in_all(self, spec: ElasticSpec) -> bool:
         """Whether ``-t all`` includes this target for ``spec`` (an explicit ``-t`` always does)."""
         return True

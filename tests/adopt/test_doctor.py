@@ -197,6 +197,17 @@ CASES: list[tuple[str, dict[str, Any] | list[dict[str, Any]], str]] = [
                      f"{T}.numNodes": 2}), f"{T}.numNodes"),
     ("DR031", _tj(**{f"{T}.command": ["torchrun", "--nnodes=3:$(PET_NNODES)", "train.py"], f"{T}.numNodes": 2}),
      f"{T}.numNodes"),
+    # Read as torchrun reads it (schema/launchers.parse_torchrun), inside a plain shell script too.
+    ("DR031", _tj(**{f"{T}.command": ["bash", "-c"], f"{T}.args": ["cd /w && torchrun --nnodes 3:4 train.py"],
+                     f"{T}.numNodes": 2}), f"{T}.numNodes"),
+    # An elastic range run by Trainer's stock runtime, or by a runtime without the node Job's successPolicy.
+    ("DR032", _tj(**{f"{T}.command": ["elastic-launch", "--rdzv-at-master", "--min-nodes", "1", "--", "python",
+                                      "t.py"]}), "spec.runtimeRef.name"),
+    ("DR032", _tj(**{f"{T}.command": ["torchrun", "--nnodes=1:$(PET_NNODES)", "train.py"]}), "spec.runtimeRef.name"),
+    ("DR032", _tj(**{f"{T}.command": ["bash", "-c"], f"{T}.args": ["cd /w && torchrun --nnodes 1:4 train.py"]}),
+     "spec.runtimeRef.name"),
+    ("DR032", _tj(RUNTIME, **{f"{T}.command": ["elastic-launch", "--rdzv-at-master", "--min-nodes=1", "--",
+                                               "python", "t.py"]}), "spec.runtimeRef.name"),
     ("DR025", _with(**{"spec.elasticPolicy.rdzvConf": [{"key": "keep_alive_interval", "value": "5"},
                                                        {"key": "is_host", "value": "true"}]}),
      "spec.elasticPolicy.rdzvConf.1.value"),
@@ -268,6 +279,16 @@ NEAR_MISSES: list[tuple[str, dict[str, Any] | list[dict[str, Any]]]] = [
     ("DR022", _tj(_with(base=RUNTIME, **{"metadata.labels": {"trainer.kubeflow.org/framework": "torch"}}))),
     ("DR024", _tj(_with(base=RUNTIME, **{"spec.template.spec.failurePolicy": {"maxRestarts": 2}}))),
     ("DR031", _tj(**{f"{T}.command": ["elastic-launch", "--min-nodes=2", "--", "python", "t.py"], f"{T}.numNodes": 2})),
+    ("DR031", _tj(**{f"{T}.command": ["torchrun", "--nnodes", "2:$(PET_NNODES)", "train.py"], f"{T}.numNodes": 3})),
+    # --nnodes as a script's argument is the script's, not torchrun's.
+    ("DR031", _tj(**{f"{T}.command": ["torchrun", "train.py", "--nnodes", "3:4"], f"{T}.numNodes": 2})),
+    # A range that is none (MIN = numNodes), a fixed count, and a runtime with our node Job policies.
+    ("DR032", _tj(**{f"{T}.command": ["elastic-launch", "--rdzv-at-master", "--min-nodes", "2", "--", "python",
+                                      "t.py"]})),
+    ("DR032", _tj(**{f"{T}.command": ["torchrun", "--nnodes=2", "train.py"]})),
+    ("DR032", _tj(_with(base=RUNTIME, **{"spec.template.spec.replicatedJobs.0.template.spec.successPolicy":
+                                         {"rules": [{"succeededIndexes": "0"}]}}),
+                  **{f"{T}.command": ["torchrun", "--nnodes=1:$(PET_NNODES)", "train.py"]})),
     ("DR031", _tj(**{f"{T}.command": ["torchrun", "--nnodes", "2:$(PET_NNODES)", "train.py"], f"{T}.numNodes": 3})),
     ("DR012", _tj(_with(base=RUNTIME, **{f"{RJ}.initContainers": [{"name": "logs", "image": "x:1",
                                                                    "restartPolicy": "Always"}]}))),

@@ -157,8 +157,9 @@ def test_a_base_whose_values_a_spec_completes_compiles(write: Write, capsys: pyt
         ),
         pytest.param(
             {"_base.elastic.yaml": "image: [unclosed\n", "job.elastic.yaml": "extends: _base.elastic.yaml\n" + JOB},
-            "_base.elastic.yaml:2:1: yaml: expected ',' or ']', but got '<stream end>' (while parsing a flow "
-            "sequence at line 1, column 8)",
+            "_base.elastic.yaml:1:8: yaml: this '[' starts a list that is never closed: YAML reads on to the end of "
+            "the file, where it gives up; end the list with ']' on the line it belongs to, or write it in block "
+            "style, one entry a line",
             id="bad YAML in the base",
         ),
     ],

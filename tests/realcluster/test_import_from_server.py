@@ -23,21 +23,16 @@ import yaml
 from kube_helpers import Cluster, apply, compile_spec, documents, run_cli
 from specs import SPECS, platform_runtimes, rel, trainjob_refusal
 
-#: Known, not yet fixed (found when issue 30's elastic TrainJobs met these tests): import does not
-#: recognise our elastic runtime once the server has filled in its defaults, and refuses the
-#: TrainJob ("cannot import: trainjob.runtime"). Strict: the day it passes, this list must go.
-ELASTIC_RUNTIME_NOT_RECOGNISED = {
-    "tests/golden/elastic-range/elastic.yaml",
-    "tests/golden/trainjob-elastic/elastic.yaml",
-}
+from elastic_compile.targets.trainjob.readback import JOB_DEFAULTS, JOBSET_DEFAULTS
+
 CASES = [
-    pytest.param(s, t, marks=pytest.mark.xfail(strict=True, reason="import of our elastic runtime as served"))
-    if t == "trainjob" and rel(s) in ELASTIC_RUNTIME_NOT_RECOGNISED
-    else pytest.param(s, t)
+    pytest.param(s, t, id=f"{rel(s)}-{t}")
     for s in SPECS
     for t in ("pytorchjob", "trainjob")
     if t != "trainjob" or trainjob_refusal(s) is None
 ]
+#: The elastic TrainJob's runtime (issue 30): its JobSet failurePolicy and node job, as the server serves them.
+ELASTIC_RUNTIME = Path(__file__).parents[1] / "golden" / "trainjob-elastic" / "elastic.yaml"
 
 
 def _without_tcp(node: Any) -> Any:
@@ -64,7 +59,7 @@ def _doctor(path: Path) -> tuple[int, list[str]]:
     return status, sorted(_LOCATION.sub("", line) for line in out.splitlines())
 
 
-@pytest.mark.parametrize(("spec", "target"), CASES, ids=[f"{rel(c.values[0])}-{c.values[1]}" for c in CASES])
+@pytest.mark.parametrize(("spec", "target"), CASES)
 def test_import_and_doctor_read_the_server_object_as_the_file(
     cluster: Cluster, dry_namespace: str, tmp_path: Path, spec: Path, target: str
 ) -> None:
@@ -86,3 +81,36 @@ def test_import_and_doctor_read_the_server_object_as_the_file(
     (file_text, file_spec), (server_text, server_spec) = _imported(file), _imported(server)
     assert server_spec == file_spec, f"{rel(spec)} -t {target}: import differs:\n{file_text}\n---\n{server_text}"
     assert _doctor(server) == _doctor(file)
+
+
+def _added(written: Any, served: Any, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], Any]:
+    """What the server added to ``written`` (each new key's path and value); a changed value fails."""
+    if isinstance(written, dict) and isinstance(served, dict):
+        added: dict[tuple[Any, ...], Any] = {}
+        for key, value in served.items():
+            if key in written:
+                added.update(_added(written[key], value, (*path, key)))
+            else:
+                added[(*path, key)] = value
+        return added
+    if isinstance(written, list) and isinstance(served, list) and len(written) == len(served):
+        pairs = enumerate(zip(written, served, strict=True))
+        return {k: v for i, (w, s) in pairs for k, v in _added(w, s, (*path, i)).items()}
+    assert written == served, f"{path}: written {written!r}, served {served!r}"
+    return {}
+
+
+def test_the_defaults_the_server_fills_in_our_runtime_are_the_ones_import_knows(
+    cluster: Cluster, dry_namespace: str
+) -> None:
+    """The defaults import discounts when it recognises our runtime (readback.JOB_DEFAULTS,
+    JOBSET_DEFAULTS) are exactly what the real server adds to the elastic runtime we compile."""
+    runtime = next(d for d in compile_spec(ELASTIC_RUNTIME, "trainjob") if d["kind"] == "TrainingRuntime")
+    runtime["metadata"]["namespace"] = dry_namespace
+    served = apply(cluster, runtime, namespace=dry_namespace, dry_run=True).obj
+    jobset: tuple[Any, ...] = ("spec", "template", "spec")
+    (node,) = [i for i, j in enumerate(runtime["spec"]["template"]["spec"]["replicatedJobs"]) if j["name"] == "node"]
+    known = {(*jobset, field, k): v for field, defaults in JOBSET_DEFAULTS.items() for k, v in defaults.items()}
+    known |= {(*jobset, "replicatedJobs", node, k): v for k, v in JOB_DEFAULTS.items()}
+    assert "failurePolicy" in runtime["spec"]["template"]["spec"]  # the elastic runtime's own, which the server fills
+    assert _added(runtime["spec"], served["spec"], ("spec",)) == known

@@ -23,11 +23,12 @@ docs/trainer-v2.md, "Tested on the real control plane", states what they did.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
-from kube_helpers import Cluster, apply, compile_spec, container, wait_for_pods
+from kube_helpers import Cluster, apply, compile_spec, container, run_cli, wait_for_pods
 
 #: MIN:MAX of the spec.
 MIN, MAX = 2, 3
@@ -262,3 +263,55 @@ def test_backoff_limit_fails_the_trainjob_without_a_jobset_restart(
     assert _conditions(trainjob).get("Failed") == "True", trainjob.get("status")
     print(f"JobSet status: {jobset['status']}")
     print(f"TrainJob conditions: {trainjob['status']['conditions']}")
+
+
+def test_an_elastic_range_on_the_stock_runtime(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    """What ``doctor`` DR032 says, as the real engines make it: the compiled elastic TrainJob pointed
+    at Trainer's stock torch-distributed instead of our runtime gets a node Job with no
+    successPolicy (it completes only when all MAX indexes have) and podReplacementPolicy
+    TerminatingOrFailed (a lost node 0 is replaced while the old pod terminates). doctor flags it,
+    and not the same job given with our runtime."""
+    from elastic_compile.targets.trainjob import api
+
+    spec = tmp_path / "elastic.yaml"
+    spec.write_text(SPEC.format(name="elastic-stock", min=MIN, max=MAX, backoff_limit=BACKOFF_LIMIT))
+    runtime, trainjob = compile_spec(spec, "trainjob")
+    stock = {**trainjob, "metadata": {"name": "on-stock", "namespace": namespace}}
+    stock["spec"] = {**trainjob["spec"], "runtimeRef": {"name": api.STOCK_RUNTIME}}
+    apply(cluster, stock, namespace=namespace)
+    job = _wait_for(cluster, "batch/v1", "Job", "on-stock-node-0", namespace)["spec"]
+    assert "successPolicy" not in job and job["completions"] == MAX, job
+    assert job["podReplacementPolicy"] == "TerminatingOrFailed", job
+    assert job["backoffLimit"] == api.JOB_BACKOFF_LIMIT_DEFAULT, job  # what --explain says of the stock runtime
+
+    manifest = tmp_path / "stock.yaml"
+    manifest.write_text(json.dumps(stock))
+    status, out, _err = run_cli(["doctor", str(manifest)])
+    assert status == 1 and "DR032 elastic-stock-runtime" in out, out
+    ours = tmp_path / "ours.yaml"
+    ours.write_text(json.dumps(runtime) + "\n---\n" + json.dumps(trainjob))
+    assert "DR032" not in run_cli(["doctor", str(ours)])[1]
+
+
+#: The same range, without run_policy.backoff_limit.
+UNBOUNDED = SPEC.replace("run_policy:\n  backoff_limit: {backoff_limit}\n", "")
+
+
+def test_an_unset_backoff_limit_is_what_explain_shows(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    """Our runtime without run_policy.backoff_limit writes no backoffLimit: the API server fills
+    Kubernetes' default into the node Job (api.JOB_BACKOFF_LIMIT_DEFAULT), and ``--explain`` shows
+    that value, not the PyTorchJob's "no limit"."""
+    from elastic_compile.compiler.explain import explain
+    from elastic_compile.compiler.pipeline import compile_path
+    from elastic_compile.targets.trainjob import api
+
+    spec = tmp_path / "elastic.yaml"
+    spec.write_text(UNBOUNDED.format(name="unbounded", min=MIN, max=MAX))
+    runtime, trainjob = compile_spec(spec, "trainjob")
+    assert "backoffLimit" not in runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    for doc in (runtime, trainjob):
+        apply(cluster, doc, namespace=namespace)
+    job = _wait_for(cluster, "batch/v1", "Job", "unbounded-node-0", namespace)["spec"]
+    assert job["backoffLimit"] == api.JOB_BACKOFF_LIMIT_DEFAULT
+    shown = explain(compile_path(spec, ("trainjob",)))
+    assert f"run_policy.backoff_limit: {job['backoffLimit']} " in shown, shown

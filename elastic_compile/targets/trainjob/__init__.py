@@ -82,7 +82,28 @@ class TrainJobTarget(Target):
         DoctorRule("DR024", "jobset-ttl", "a JobSet TTL makes Trainer v2.3 rerun a failed job without end"),
         DoctorRule("DR031", "min-above-nodes", "the launcher's minimum node count is above numNodes: the rendezvous "
                    "never fills, or elastic-launch refuses it, and the pods fail until backoffLimit"),
+        DoctorRule("DR032", "elastic-stock-runtime", "an elastic range in the launcher on a runtime without the node "
+                   "Job's successPolicy (Trainer's stock one): the job never completes below its maximum"),
     )  # fmt: skip
+
+    def default_settings(self, spec: ElasticSpec) -> Mapping[str, tuple[Any, str]]:
+        if spec.run_policy.backoff_limit is not None:
+            return {}
+        from elastic_compile.targets.trainjob.plan import runtime_reference
+
+        ref, ours = runtime_reference(spec)
+        default = api.JOB_BACKOFF_LIMIT_DEFAULT
+        if not ours and not api.is_stock(ref):
+            why = (f"not set: the node Job of the runtime {ref['name']} decides (Kubernetes' default {default} when it "
+                   "sets none)")  # fmt: skip
+            return {"run_policy.backoff_limit": (None, why)}
+        runtime = "our TrainingRuntime" if ours else f"the stock {api.STOCK_RUNTIME}"
+        why = (
+            f"not set: {runtime} writes no backoffLimit on the node Job, so it gets Kubernetes' default {default}: "
+            f"{default} failed pods or container restarts (restartPolicy OnFailure) fail the Job, and with it the "
+            "JobSet and the TrainJob"
+        )
+        return {"run_policy.backoff_limit": (default, why)}
 
     def in_all(self, spec: ElasticSpec) -> bool:
         # A PyTorchJob and a TrainJob of one spec would train twice on one cluster: -t all

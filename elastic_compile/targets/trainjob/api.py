@@ -77,6 +77,11 @@ ELASTIC_POD_REPLACEMENT: Final = "Failed"
 #: recreate every pod and reset the Job's backoffLimit count, (maxRestarts + 1) x backoffLimit
 #: failures in all (jobset v0.12.0 api/jobset/v1alpha2/jobset_types.go FailurePolicy).
 ELASTIC_FAILURE_POLICY: Final[dict[str, Any]] = {"maxRestarts": 0}
+#: The node Job's backoffLimit when the runtime writes none (ours without run_policy.backoff_limit,
+#: the stock torch-distributed): the API server fills in Kubernetes' default (batch/v1
+#: JobSpec.backoffLimit), as the real control plane shows (tests/realcluster/test_trainjob_elastic.py).
+#: Under restartPolicy OnFailure it counts container restarts as well as failed pods.
+JOB_BACKOFF_LIMIT_DEFAULT: Final = 6
 STOCK_RUNTIME: Final = "torch-distributed"
 STOCK_JOBS: Final = {NODE: frozenset({NODE})}
 STOCK_IMAGE: Final = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"  # torch_distributed.yaml:38

@@ -294,6 +294,14 @@ def _runtime_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
     return []
 
 
+def runtime_reference(spec: ElasticSpec) -> tuple[dict[str, str], bool]:
+    """The compiled TrainJob's runtimeRef, and whether it names a TrainingRuntime of ours (emitted with it)."""
+    settings = spec.trainjob
+    if _runtime_needs(spec) or settings.own_runtime == "always":
+        return {"apiGroup": api.GROUP, "kind": api.TRAINING_RUNTIME, "name": spec.name}, True
+    return {"apiGroup": api.GROUP, "kind": settings.runtime_kind, "name": settings.runtime}, False
+
+
 # --------------------------------------------------------------------------- the plan
 
 
@@ -435,13 +443,8 @@ def spec_to_trainjob_plan(spec: ElasticSpec) -> TrainJobPlan:
     pod_patch["containers"] = [container_patch]
     ordered_patch = {k: pod_patch[k] for k in ("containers", *_POD_PATCH_KEYS) if k in pod_patch}
 
-    settings = spec.trainjob
-    needs = _runtime_needs(spec)
-    runtime = _runtime(spec, node, pod_rest) if needs or settings.own_runtime == "always" else None
-    if runtime is not None:
-        ref = {"apiGroup": api.GROUP, "kind": api.TRAINING_RUNTIME, "name": spec.name}
-    else:
-        ref = {"apiGroup": api.GROUP, "kind": settings.runtime_kind, "name": settings.runtime}
+    ref, ours = runtime_reference(spec)
+    runtime = _runtime(spec, node, pod_rest) if ours else None
 
     labels = job_labels(spec)
     return TrainJobPlan(

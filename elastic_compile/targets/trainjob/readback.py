@@ -77,6 +77,8 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Seque
     # The compiled elastic TrainJob (issue 30): MIN in the launcher's words, our policies in the runtime.
     elastic = _elastic_words(trainer, runtime)
     carried = runtime is not None and _carry(draft, runtime, runtime_index, ref, elastic=elastic)
+    if draft.errors:
+        return draft
     rjob, rjob_path = _node_job(draft, runtime if carried else None, runtime_index)
     job_name = as_mapping(job.get("metadata")).get("name")
     if carried and (ref.get("kind") != api.TRAINING_RUNTIME or ref.get("name") != job_name):
@@ -116,6 +118,9 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Seque
         injected = Injected(nproc_per_node=_nproc(draft, trainer, ref, runtime, resources), generation="v2")
     apply_launch(draft, launch, at, injected, int(nodes or 1))
     low = _elastic_min(launch)
+    if low is not None and runtime is None and not api.is_stock(ref):
+        _elastic_runtime_missing(draft, job, ref, f"{low[0]}:{int(nodes or 1)}")
+        return draft
     if low is not None:
         value, index = low
         draft.set(("nnodes",), f"{value}:{int(nodes or 1)}", at(index))
@@ -162,6 +167,24 @@ def trainjob_to_spec(loaded: Loaded, stream: Sequence[Loaded], entrypoint: Seque
         # Our runtime was asked for, not needed: keep asking, or the compiled job would use the stock one.
         draft.set(("trainjob", "own_runtime"), "always", other_document(runtime_index, ()))
     return draft
+
+
+def _elastic_runtime_missing(draft: Draft, job: Mapping[str, Any], ref: Mapping[str, Any], nnodes: str) -> None:
+    """An elastic range whose runtime is not in the input: the range's Job and JobSet policies live in
+    that runtime, so the import cannot tell whether it is ours (then the spec's range emits it again)
+    or one of the user's (then the spec must name it, and ours cannot run the range in it)."""
+    name, kind = ref.get("name"), ref.get("kind", api.CLUSTER_TRAINING_RUNTIME)
+    namespace = as_mapping(job.get("metadata")).get("namespace")
+    get = f"kubectl get {str(kind).lower()} {name}" + (f" -n {namespace}" if namespace and kind == api.TRAINING_RUNTIME
+                                                       else "")  # fmt: skip
+    draft.fail(
+        ("spec", "runtimeRef", "name"),
+        f"the launcher runs an elastic range ({nnodes}), and the {kind} {name} that holds its Job and JobSet "
+        "policies is not in the input; import the two together: the stream elastic-compile printed, `kubectl "
+        f"kustomize DIR | elastic-compile import -` for a base it wrote, or `{get} -o yaml`, then --- and the "
+        f"TrainJob, in one file. If {name} is the runtime elastic-compile emitted for this job, a spec with nnodes: "
+        f'"{nnodes}" and no trainjob.runtime emits it again',
+    )
 
 
 def _kueue_labels(draft: Draft) -> None:
@@ -277,8 +300,19 @@ _JOB_SPEC = ("template", "backoffLimit")
 #: What JobSet v0.12's CRD defaults in a replicated job: a runtime read back from the API server
 #: has it, and it is the value the compiled runtime gets too (seen on the real server:
 #: tests/realcluster/test_import_from_server.py).
-_JOB_DEFAULTS: dict[str, Any] = {"groupName": "default"}
+JOB_DEFAULTS: Final[Mapping[str, Any]] = {"groupName": "default"}
+#: What JobSet v0.12's CRD defaults in the fields of the JobSet spec our runtime writes: a
+#: ``failurePolicy`` gets ``restartStrategy: Recreate`` (held against the real server by the
+#: same test). An elastic runtime read back from the server is still ours.
+JOBSET_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {"failurePolicy": {"restartStrategy": "Recreate"}}
 _NO_DEFAULT = object()
+
+
+def _without_defaults(value: Any, defaults: Mapping[str, Any] | None) -> Any:
+    """``value`` less the entries that hold the CRD's default (what the server filled in, or the same written)."""
+    if not defaults or not isinstance(value, Mapping):
+        return value
+    return {k: v for k, v in value.items() if defaults.get(k, _NO_DEFAULT) != v}
 
 
 def _elastic_words(trainer: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> bool:
@@ -331,7 +365,8 @@ def _carry(
     template = as_mapping(spec.get("template"))
     jobset = as_mapping(template.get("spec"))
     for key in jobset:
-        if key != "replicatedJobs" and not (key in ours_jobset and jobset[key] == ours_jobset[key]):
+        served = _without_defaults(jobset[key], JOBSET_DEFAULTS.get(key))
+        if key != "replicatedJobs" and not (key in ours_jobset and served == ours_jobset[key]):
             kept.append((("spec", "template", "spec", key), f"the JobSet's {key}"))
     base: Path = ("spec", "template", "spec", "replicatedJobs")
     for i, raw in enumerate(jobset.get("replicatedJobs") or []):
@@ -342,7 +377,7 @@ def _carry(
         kept += [
             ((*base, i, key), f"the node job's {key}")
             for key in rjob
-            if key not in _JOB_KEYS and _JOB_DEFAULTS.get(key, _NO_DEFAULT) != rjob[key]
+            if key not in _JOB_KEYS and JOB_DEFAULTS.get(key, _NO_DEFAULT) != rjob[key]
         ]
         if as_int(rjob.get("replicas")) not in (None, 1):
             kept.append(((*base, i, "replicas"), "the node job's replicas"))
@@ -355,6 +390,18 @@ def _carry(
     if not kept:
         return True
     name, kind = ref.get("name"), ref.get("kind", api.CLUSTER_TRAINING_RUNTIME)
+    if elastic:
+        # The range runs only in a runtime of ours, and this one holds more than ours: referencing it would make
+        # the spec name a runtime that the range then replaces (an advice loop). Say which way out there is.
+        whats = ", ".join(what for _path, what in kept)
+        draft.fail(
+            other_document(index, kept[0][0]),
+            f"the launcher runs an elastic range, whose Job and JobSet policies elastic-compile writes in a "
+            f"TrainingRuntime of its own, and the runtime {name} also has what the spec cannot carry ({whats}); "
+            "remove that from the runtime to import the job onto ours, or give the launcher a fixed node count to "
+            f"keep {name} as it is",
+        )
+        return False
     draft.set_unless_default(("trainjob", "runtime"), name, ("spec", "runtimeRef", "name"))
     draft.set_unless_default(("trainjob", "runtime_kind"), kind, ("spec", "runtimeRef", "kind"))
     for path, what in kept:

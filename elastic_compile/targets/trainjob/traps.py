@@ -11,7 +11,6 @@ and the launcher rules every target shares.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +20,8 @@ from elastic_compile.core.manifest import as_int, as_mapping
 from elastic_compile.schema.launchers import launcher_kind, nested_launcher
 from elastic_compile.targets.checks import FieldPath as Path
 from elastic_compile.targets.checks import Finding
+from elastic_compile.targets.readback.command_line import container_argv, read_launch
+from elastic_compile.targets.readback.draft import Draft
 from elastic_compile.targets.trainjob import api
 from elastic_compile.targets.trainjob.checks import manifest_findings
 from elastic_compile.targets.trainjob.readback import find_runtime
@@ -81,32 +82,96 @@ def findings(job: Mapping[str, Any], stream: Sequence[Loaded]) -> list[Finding]:
                     "reaches the training code",
                 )
             )
-    found += _min_above_nodes(words, nodes)
+    elastic = _elastic_range(trainer, nodes) if trainer else None
+    found += _min_above_nodes(elastic, nodes)
+    found += _elastic_without_policies(elastic, as_mapping(spec.get("runtimeRef")), runtime)
     found += _pod_findings(spec, runtime)
     return list(dict.fromkeys(found))
 
 
-def _min_above_nodes(words: Sequence[str], nodes: int) -> list[Finding]:
-    """DR031: an elastic minimum (elastic-launch's ``--min-nodes``, torchrun's ``--nnodes MIN:MAX``)
-    above numNodes, as an overlay that lowers numNodes leaves it: no rendezvous can start."""
-    split = [part for w in words if isinstance(w, str) for part in (shlex.split(w) if " " in w else [w])]
-    for i, word in enumerate(split):
-        option, eq, value = word.partition("=")
-        if option not in (contract.OPT_MIN_NODES, "--nnodes"):
-            continue
-        text = value if eq else (split[i + 1] if i + 1 < len(split) else "")
-        low = text.partition(":")[0] if option == "--nnodes" else text
-        if (":" in text or option == contract.OPT_MIN_NODES) and low.isdigit() and int(low) > nodes:
-            if option == contract.OPT_MIN_NODES:
-                fate = "elastic-launch refuses it at start"
-            else:
-                fate = "the rendezvous never reaches its minimum and times out"
-            message = (
-                f"{option} asks for at least {low} nodes but numNodes is {nodes}: {fate}, so every pod fails until "
-                f"backoffLimit; lower the minimum with numNodes, or raise numNodes to {low} or more"
-            )
-            return [Finding("min-above-nodes", (*_TRAINER, "numNodes"), message)]
-    return []
+def _elastic_range(trainer: Mapping[str, Any], nodes: int) -> tuple[str, int, int] | None:
+    """The elastic range the trainer's launcher is given: ``(option, MIN, MAX)``, or None for none.
+
+    elastic-launch's ``--min-nodes MIN`` (MAX is numNodes, its ``PET_NNODES``), or torchrun's
+    ``--nnodes MIN:MAX`` (``MIN:$(PET_NNODES)`` as the compiler writes it). The command line is
+    read as each launcher reads it (torchrun's own option rules in
+    :func:`~elastic_compile.schema.launchers.parse_torchrun`, elastic-launch's parser, a plain
+    ``sh -c`` script unwrapped), as ``import`` reads it.
+    """
+    argv, _relative = container_argv(trainer)
+    launch = read_launch(argv, lambda i: (), Draft())  # only the reading counts here, not the import's notes
+    if launch.launcher is None:
+        return None
+    found = launch.settings.get("min_nodes")
+    if found is not None:
+        low, high, option = str(found[0]), str(nodes), contract.OPT_MIN_NODES
+    else:
+        found = launch.settings.get("nnodes")
+        if found is None or ":" not in str(found[0]):
+            return None
+        low, _colon, high = str(found[0]).partition(":")
+        high, option = (str(nodes) if high == f"$({contract.PET_NNODES})" else high), "--nnodes"
+    return (option, int(low), int(high)) if low.isdigit() and high.isdigit() else None
+
+
+def _min_above_nodes(elastic: tuple[str, int, int] | None, nodes: int) -> list[Finding]:
+    """DR031: an elastic minimum above numNodes, as an overlay that lowers numNodes leaves it: no
+    rendezvous can start."""
+    if elastic is None or elastic[1] <= nodes:
+        return []
+    option, low, _high = elastic
+    if option == contract.OPT_MIN_NODES:
+        fate = "elastic-launch refuses it at start"
+    else:
+        fate = "the rendezvous never reaches its minimum and times out"
+    message = (
+        f"{option} asks for at least {low} nodes but numNodes is {nodes}: {fate}, so every pod fails until "
+        f"backoffLimit; lower the minimum with numNodes, or raise numNodes to {low} or more"
+    )
+    return [Finding("min-above-nodes", (*_TRAINER, "numNodes"), message)]
+
+
+def _elastic_without_policies(
+    elastic: tuple[str, int, int] | None, ref: Mapping[str, Any], runtime: Mapping[str, Any] | None
+) -> list[Finding]:
+    """DR032: an elastic range run by a runtime without the node Job policies it needs.
+
+    Trainer's stock torch-distributed (or a runtime in the input whose node Job has no
+    successPolicy) gives the node Job none: seen on the real control plane, its Job has
+    ``completions`` numNodes and no successPolicy, so it completes only when every index has
+    succeeded, and ``podReplacementPolicy: TerminatingOrFailed``, so a lost node 0 is replaced
+    while the old pod still terminates (tests/realcluster/test_trainjob_elastic.py).
+    """
+    if elastic is None or elastic[1] >= elastic[2]:
+        return []
+    if runtime is None:
+        if not api.is_stock(ref):
+            return []  # a runtime not in the input: its policies cannot be seen
+        runtime = api.stock_runtime()
+    if _node_job_spec(runtime).get("successPolicy") is not None:
+        return []
+    option, low, high = elastic
+    name = ref.get("name")
+    which = f"Trainer's stock runtime {name}" if api.is_stock(ref) else f"the runtime {name}"
+    given = f"{option} {low} of numNodes {high}" if option == contract.OPT_MIN_NODES else f"{option} {low}:{high}"
+    message = (
+        f"an elastic range ({given}) on {which}, whose node Job has no successPolicy: the "
+        f"Job completes only when all {high} indexes have succeeded, so a job training at {low} while the other "
+        "pods wait for a node never completes, and a lost node 0 is replaced while the old pod still terminates "
+        "(podReplacementPolicy TerminatingOrFailed: two rendezvous stores); compile the job with nnodes "
+        f'"{low}:{high}" under -t trainjob, whose TrainingRuntime carries these policies, and reference it, or give '
+        "the launcher a fixed node count"
+    )
+    return [Finding("elastic-stock-runtime", ("spec", "runtimeRef", "name"), message)]
+
+
+def _node_job_spec(runtime: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The Job spec of the runtime's node job (empty when it has none)."""
+    jobs = as_mapping(as_mapping(as_mapping(runtime.get("spec")).get("template")).get("spec")).get("replicatedJobs")
+    for rjob in jobs if isinstance(jobs, list) else []:
+        if as_mapping(rjob).get("name") == api.NODE:
+            return as_mapping(as_mapping(as_mapping(rjob).get("template")).get("spec"))
+    return {}
 
 
 def _no_launcher(words: Sequence[str], nodes: int, nproc: str) -> list[Finding]:
