@@ -86,17 +86,21 @@ class _Representer(SafeRepresenter):
     def represent_data(self, data: Any) -> Node:
         # Mappings and lists straight to their nodes, in block style (nearly every value of
         # a manifest): without aliases, the general dispatch only adds its bookkeeping.
+        # The nodes' arguments are positional: (tag, value, start_mark, end_mark, style or
+        # flow_style); keywords would cost a dictionary for each of the manifest's nodes.
         kind = type(data)
         if kind is str:
+            if data.isascii() and "\n" not in data:  # nearly every string: plain, or quoted by the emitter
+                return ScalarNode(_STR_TAG, data)
             return _str(self, data)
         if kind is int or kind is bool or data is None:  # as SafeRepresenter writes them
             text = "null" if data is None else ("true" if data else "false") if kind is bool else str(data)
             return ScalarNode(_PLAIN_TAGS[kind], text)
+        represent = self.represent_data
         if kind is dict or isinstance(data, Mapping):
-            pairs = [(self.represent_data(k), self.represent_data(v)) for k, v in data.items()]
-            return MappingNode(_MAP_TAG, pairs, flow_style=False)
+            return MappingNode(_MAP_TAG, [(represent(k), represent(v)) for k, v in data.items()], None, None, False)
         if kind is list or kind is tuple:
-            return SequenceNode(_SEQ_TAG, [self.represent_data(v) for v in data], flow_style=False)
+            return SequenceNode(_SEQ_TAG, [represent(v) for v in data], None, None, False)
         node: Node = super().represent_data(data)
         return node
 

@@ -22,6 +22,7 @@ and column of any field path.
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -59,6 +60,7 @@ _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
 _MAP, _SEQ, _MERGE = _TAG + "map", _TAG + "seq", _TAG + "merge"
 _ALLOWED_TAGS = {_STR, _INT, _FLOAT, _BOOL, _NULL, _MAP, _SEQ, _MERGE, "!"}
+_KEY_TAGS = (_STR, "!")  # a mapping key must be a string
 
 # YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution), except that
 # decimal integers with a leading zero stay strings: YAML 1.1 reads 0755 as octal 493,
@@ -104,11 +106,10 @@ class PlainResolver(BaseResolver):
             return _STR
         return _SEQ if kind is SequenceNode else _MAP
 
-    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
-        pass
-
-    def ascend_resolver(self) -> None:
-        pass
+    # libyaml's composer and serializer call both for every node: builtins that take the
+    # same arguments and do nothing, which cost no Python frame as a method would.
+    descend_resolver = staticmethod(operator.is_)  # type: ignore[assignment]
+    ascend_resolver = staticmethod(tuple)  # type: ignore[assignment]
 
 
 class _Resolver(PlainResolver):
@@ -535,8 +536,8 @@ class _Builder:
 
     def build(self, node: Node, depth: int = 1) -> Any:
         """The value of ``node``, at ``depth`` in the document (the root's is 1)."""
-        scalar = type(node) is ScalarNode
-        if not scalar and id(node) in self.active:
+        kind = type(node)
+        if kind is not ScalarNode and id(node) in self.active:
             # &a [*a]: the alias points at a collection that contains it. PyYAML composes
             # this happily; building it would never end.
             self._problem(node, "a recursive alias (an anchor used inside itself) is not allowed")
@@ -546,15 +547,20 @@ class _Builder:
             raise _LoadLimit(_too_many_values(self.max_values), node)
         if self.max_depth is not None and depth > self.max_depth:
             raise _Beyond
-        if node.tag not in _ALLOWED_TAGS:
-            tag = "!!" + node.tag[len(_TAG) :] if node.tag.startswith(_TAG) else node.tag
+        tag = node.tag
+        if tag not in _ALLOWED_TAGS:
+            tag = "!!" + tag[len(_TAG) :] if tag.startswith(_TAG) else tag
             self._problem(node, "YAML tags other than the standard ones are not allowed", tag)
             return None
-        if scalar:
+        if kind is ScalarNode:
+            text = node.value
+            self._count_chars(node, text)
+            if tag == _STR and text.isascii():  # most values: nothing to decode or convert
+                return text
             return self._scalar(node)  # type: ignore[arg-type]
         self.active.add(id(node))
         try:
-            if type(node) is SequenceNode:
+            if kind is SequenceNode:
                 return [self.build(item, depth + 1) for item in node.value]
             return self._mapping(node, depth)  # type: ignore[arg-type]
         finally:
@@ -566,8 +572,8 @@ class _Builder:
             raise _LoadLimit(_too_many_chars(self.max_chars), node)
 
     def _scalar(self, node: ScalarNode) -> Any:
+        """A scalar's value, its characters counted already (:meth:`build`)."""
         text, tag = node.value, node.tag
-        self._count_chars(node, text)
         if not text.isascii() and _SURROGATE.search(text):
             # JSON writes astral characters as \ud83d\ude00 pairs, which PyYAML decodes
             # into two lone surrogates; join them back, and reject a truly lone one.
@@ -600,6 +606,12 @@ class _Builder:
         first: dict[str, Node] = {}
         merges = False
         for key, value in node.value:
+            name = key.value
+            if type(key) is ScalarNode and key.tag in _KEY_TAGS and name not in first:  # nearly every key
+                first[name] = key
+                self._count_chars(key, name)
+                out[name] = self.build(value, depth + 1)
+                continue
             skipped = key.tag == _MERGE or not isinstance(key, ScalarNode) or key.tag not in (_STR, "!")
             if self.max_depth is not None and (skipped or key.value in first):
                 # A value this walk does not build where it stands (merged, or under a key
@@ -615,10 +627,6 @@ class _Builder:
             if key.value in first:
                 line = first[key.value].start_mark.line + 1
                 self._problem(key, f"duplicate key (first defined at line {line})", key.value)
-                continue
-            first[key.value] = key
-            self._count_chars(key, key.value)
-            out[key.value] = self.build(value, depth + 1)
         if not merges:
             return out
         for key, value in _pairs(node):
