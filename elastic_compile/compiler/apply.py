@@ -32,17 +32,22 @@ cached on disk.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import quote
 
 from elastic_compile import targets
 from elastic_compile.compiler.pipeline import Compiled
-from elastic_compile.core.errors import Problem, SpecError
+from elastic_compile.core import names
+from elastic_compile.core.errors import Problem, SpecError, printable, show_given
 from elastic_compile.targets.checks import locate, parse_path
+
+if TYPE_CHECKING:
+    from elastic_compile.compiler.diagnostics import Reporter
 
 #: The field manager of every object we apply (``--field-manager`` changes it).
 FIELD_MANAGER: Final = "elastic-compile"
@@ -95,7 +100,9 @@ class Item:
         """The object's resource path on the API server."""
         version = self.doc["apiVersion"]
         root = "/api/v1" if version == "v1" else f"/apis/{version}"
-        return f"{root}/namespaces/{self.namespace}/{self.plural}/{self.doc['metadata']['name']}"
+        # Both are checked names (DNS labels, subdomains); quoted anyway, so that no text can add a path segment.
+        namespace, name = quote(self.namespace, safe=""), quote(str(self.doc["metadata"]["name"]), safe="")
+        return f"{root}/namespaces/{namespace}/{self.plural}/{name}"
 
 
 def plan(compiled: Sequence[Compiled], namespace: str | None, default_namespace: str) -> list[Item]:
@@ -171,30 +178,54 @@ def _warnings(headers: Any) -> list[str]:
     return out
 
 
+#: Seconds to wait for the TCP connection and the TLS handshake: kubectl's TLS handshake timeout.
+CONNECT_TIMEOUT: Final = 10.0
+#: ``--request-timeout``'s default, in seconds: a dry run's admission webhooks may take up to 30 s
+#: each (their ``timeoutSeconds`` at most), so twice that before a silent server is given up.
+REQUEST_TIMEOUT: Final = 60.0
+#: The most of a response body read: an API server's answer is a few KiB.
+MAX_RESPONSE_BYTES: Final = 4 * 1024 * 1024
+
+
 class Client:
-    """The API client of the kubeconfig, and the one request apply makes."""
+    """The API client of the kubeconfig, and the one request apply makes.
 
-    def __init__(self, kubeconfig: str | None, context: str | None) -> None:
-        from kubernetes import config
-        from kubernetes.config.config_exception import ConfigException
+    ``request_timeout`` (``--request-timeout``, kubectl's meaning): how long one request may
+    wait for the server, 0 for no limit; connecting (TCP and TLS) waits at most
+    :data:`CONNECT_TIMEOUT` in any case. Nothing is retried (a refused connection is one line
+    at once), and a redirect is refused, never followed: it would send the object, and
+    perhaps credentials, to another address.
+    """
 
-        try:
-            # The client's functions are untyped; persist_config=False: never write the kubeconfig back.
-            self.api = config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, persist_config=False
+    def __init__(self, kubeconfig: str | None, context: str | None, request_timeout: float = REQUEST_TIMEOUT) -> None:
+        from elastic_compile.compiler import kubeconfig as kc
+
+        active = kc.check(kubeconfig, context)
+        if active.namespace is not None and not names.is_dns1123_label(active.namespace):
+            raise kc.error(
+                active.shown,
+                f"context {active.context}: its namespace is not a DNS-1123 label "
+                f"(given: {show_given(active.namespace)})",
             )
-            contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-            if context is not None:
-                active = next(c for c in contexts if c["name"] == context)
-        except (ConfigException, OSError, StopIteration) as e:
-            where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-            raise SpecError([Problem("elastic-compile", 0, 0, "usage", f"kubeconfig {where}: {e}")]) from e
+        self._quiet = kc.quiet_client()
+        records = self._quiet.__enter__()
+        try:
+            self.api = kc.load_client(active, kubeconfig, records)
+        except BaseException:
+            self._quiet.__exit__(None, None, None)
+            raise
         self.api.user_agent = USER_AGENT
-        self.namespace = str((active.get("context") or {}).get("namespace") or "default")
+        self.namespace = active.namespace or "default"
         self.server = str(self.api.configuration.host)
+        self.request_timeout = request_timeout
+        read = request_timeout or None
+        self._timeout = (min(CONNECT_TIMEOUT, read or CONNECT_TIMEOUT), read)
 
     def close(self) -> None:
-        self.api.close()
+        try:
+            self.api.close()
+        finally:
+            self._quiet.__exit__(None, None, None)
 
     def request(self, method: str, path: str, query: list[tuple[str, str]], body: Any = None) -> tuple[int, Any, Any]:
         """One request; (status, parsed JSON body, headers). Raises ApplyFailed when the server is unreachable."""
@@ -214,16 +245,47 @@ class Client:
             body=payload_bytes,
             auth_settings=["BearerToken"],
         )
+        start = time.monotonic()
         try:
-            resp = self.api.call_api(method_, url, header_params=headers, body=payload)
+            resp = self.api.call_api(method_, url, header_params=headers, body=payload, _request_timeout=self._timeout)
+            # The urllib3 response, not yet read (the client asks for it unloaded): read up to the bound only.
+            raw = resp.response.read(MAX_RESPONSE_BYTES + 1) or b"{}"
         except urllib3.exceptions.HTTPError as e:
-            raise ApplyFailed(f"cannot reach the API server at {self.server}: {e}") from e
-        raw = resp.read() or b"{}"
+            raise ApplyFailed(self._unreachable(e, time.monotonic() - start)) from e
+        if 300 <= resp.status < 400:
+            raise ApplyFailed(
+                f"the API server at {self.server} answered {method} with a redirect (HTTP {resp.status}) to "
+                "another address: not followed (an API server does not redirect; check the kubeconfig's server)"
+            )
+        if len(raw) > MAX_RESPONSE_BYTES:
+            raise ApplyFailed(f"the API server at {self.server} answered with more than {MAX_RESPONSE_BYTES} bytes")
         try:
             data = json.loads(raw)
         except ValueError:
             data = {"message": raw.decode("utf-8", "replace")[:500]}
         return resp.status, data, resp.headers
+
+    def _unreachable(self, e: Exception, waited: float) -> str:
+        """One line for a request that got no answer: a timeout, a refused connection, TLS."""
+        import urllib3
+
+        reason = e.reason if isinstance(e, urllib3.exceptions.MaxRetryError) and e.reason is not None else e
+        # A NewConnectionError (refused, no route) is a ConnectTimeoutError too, in urllib3's classes.
+        if isinstance(reason, urllib3.exceptions.TimeoutError) and not isinstance(
+            reason, urllib3.exceptions.NewConnectionError
+        ):
+            connect, read = self._timeout
+            # urllib3 reports a TLS handshake that never ends as a read timeout; only the time
+            # waited tells it from a silent answer: the read's budget is never shorter than connect's.
+            if read is None or waited < read:
+                return f"cannot reach the API server at {self.server}: no connection within {connect:g}s"
+            return f"the API server at {self.server} did not answer within {read:g}s (--request-timeout)"
+        cause = reason.__cause__ or reason.__context__
+        if isinstance(reason, urllib3.exceptions.NewConnectionError) and isinstance(cause, OSError) and cause.strerror:
+            detail = cause.strerror
+        else:
+            detail = str(reason)
+        return printable(f"cannot reach the API server at {self.server}: {(detail.splitlines() or [''])[0]}")
 
 
 def run(
@@ -235,20 +297,33 @@ def run(
     dry_run: bool,
     field_manager: str,
     force_conflicts: bool,
+    request_timeout: float = REQUEST_TIMEOUT,
+    reporter: Reporter | None = None,
 ) -> int:
-    """Dry-run every object, then (unless ``dry_run``) apply them; print as the module says; the exit code."""
-    client = Client(kubeconfig, context)
+    """Dry-run every object, then (unless ``dry_run``) apply them; print as the module says; the exit code.
+
+    ``reporter`` prints the located lines (``--message-format``); text on stderr by default.
+    """
+    from elastic_compile.compiler.diagnostics import Reporter
+
+    out = reporter if reporter is not None else Reporter()
+    client = Client(kubeconfig, context, request_timeout)
     try:
         items = plan(compiled, namespace, client.namespace)
-        return _run(client, items, dry_run=dry_run, field_manager=field_manager, force_conflicts=force_conflicts)
+        return _run(client, items, out, dry_run=dry_run, field_manager=field_manager, force_conflicts=force_conflicts)
     except ApplyFailed as e:
-        print(f"elastic-compile apply: error: {e}", file=sys.stderr)
+        if out.format == "text":
+            print(f"elastic-compile apply: error: {e}", file=sys.stderr)
+        else:
+            out.error(f"apply: {e}")
         return EXIT_REFUSED
     finally:
         client.close()
 
 
-def _run(client: Client, items: list[Item], *, dry_run: bool, field_manager: str, force_conflicts: bool) -> int:
+def _run(
+    client: Client, items: list[Item], out: Reporter, *, dry_run: bool, field_manager: str, force_conflicts: bool
+) -> int:
     query = [("fieldManager", field_manager), ("fieldValidation", "Strict")]
     if force_conflicts:
         query.append(("force", "true"))
@@ -256,11 +331,14 @@ def _run(client: Client, items: list[Item], *, dry_run: bool, field_manager: str
     unchecked = _needs_not_yet_there(client, items)
     for item in items:
         if id(item) in unchecked:
-            print(
-                f"elastic-compile apply: note: {item.shown}: not dry-run: the server admits it only once "
-                f"{unchecked[id(item)]} exists, which this apply creates first",
-                file=sys.stderr,
+            note = (
+                f"{item.shown}: not dry-run: the server admits it only once {unchecked[id(item)]} exists, which "
+                "this apply creates first"
             )
+            if out.format == "text":
+                print(f"elastic-compile apply: note: {note}", file=sys.stderr)
+            else:
+                out.note(f"apply: {note}")
             continue
         status, body, headers = client.request("PATCH", item.path, [*query, ("dryRun", "All")], item.doc)
         for text in _warnings(headers):
@@ -270,16 +348,14 @@ def _run(client: Client, items: list[Item], *, dry_run: bool, field_manager: str
         elif dry_run:
             print(f"{item.shown} {'created' if status == 201 else 'configured'} (server dry run)")
     if problems:
-        for p in problems:
-            print(p, file=sys.stderr)
+        out.problems(problems)
         return EXIT_REFUSED
     if dry_run:
         return 0
     for item in items:
         status, body, _ = client.request("PATCH", item.path, query, item.doc)
         if not 200 <= status < 300:
-            for p in refusal_problems(item, body, dry_run=False):
-                print(p, file=sys.stderr)
+            out.problems(refusal_problems(item, body, dry_run=False))
             return EXIT_REFUSED  # what came before it stays applied; what comes after is not sent
         print(f"{item.shown} {'created' if status == 201 else 'configured'}")
     return 0

@@ -514,20 +514,59 @@ def _apply_parser() -> argparse.ArgumentParser:
         default="none",
         help="server: only the server-side dry run, nothing is stored (kubectl's --dry-run=server)",
     )
-    p.add_argument("-n", "--namespace", help="the namespace of a spec without one (default: the context's)")
+    p.add_argument(
+        "-n",
+        "--namespace",
+        type=_namespace,
+        help="the namespace of a spec without one (default: the context's); a DNS-1123 label, as kubectl checks",
+    )
     p.add_argument("--kubeconfig", help="the kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
     p.add_argument("--context", help="the kubeconfig context (default: its current one)")
     p.add_argument("--field-manager", default="elastic-compile", help="the field manager (default: elastic-compile)")
     p.add_argument(
         "--force-conflicts", action="store_true", help="take over fields another field manager owns (as kubectl)"
     )
+    p.add_argument(
+        "--request-timeout",
+        type=_request_timeout,
+        default=None,
+        metavar="DURATION",
+        help="how long to wait for the server's answer to one request, e.g. 30s, 2m or 45 (seconds); 0: no limit "
+        "(kubectl's flag). Default: 60s. Connecting waits at most 10s in any case; nothing is retried",
+    )
     p.add_argument("--root", type=Path, help="where specs and their bases may be read (as when compiling)")
+    _message_format(p)
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
+def _namespace(text: str) -> str:
+    """``-n``'s value: a namespace is a DNS-1123 label, so it can never add a segment to a request's path."""
+    from elastic_compile.core.errors import show_given
+    from elastic_compile.core.names import DNS1123_LABEL_MAX, is_dns1123_label
+
+    if not is_dns1123_label(text):
+        raise argparse.ArgumentTypeError(
+            f"a namespace is a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter "
+            f"or digit, at most {DNS1123_LABEL_MAX} characters (given: {show_given(text)})"
+        )
+    return text
+
+
+def _request_timeout(text: str) -> float:
+    """``--request-timeout``'s value in seconds: ``45``, ``30s``, ``2m``, ``1m30s``; 0 for no limit."""
+    from elastic_compile.contract_values import parse_duration
+    from elastic_compile.core.errors import show_given
+
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{e}; 0 for no limit (given: {show_given(text)})") from None
+
+
 def _apply(argv: Sequence[str]) -> int:
     from elastic_compile.compiler import inputs, lint, output
+    from elastic_compile.compiler.diagnostics import Reporter
     from elastic_compile.compiler.pipeline import Compiled, compile_path, resolver, unique_problems
     from elastic_compile.core.errors import Problem, SpecError
 
@@ -560,7 +599,8 @@ def _apply(argv: Sequence[str]) -> int:
         raise SpecError(unique_problems(problems))
     if not compiled:
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", "no job to apply: only bases were found")])
-    lint.report(compiled, (), strict=False)
+    reporter = Reporter(ns.message_format)
+    lint.report(compiled, (), strict=False, reporter=reporter)
     from elastic_compile.compiler import apply
 
     return apply.run(
@@ -571,6 +611,8 @@ def _apply(argv: Sequence[str]) -> int:
         dry_run=ns.dry_run == "server",
         field_manager=ns.field_manager,
         force_conflicts=ns.force_conflicts,
+        request_timeout=apply.REQUEST_TIMEOUT if ns.request_timeout is None else ns.request_timeout,
+        reporter=reporter,
     )
 
 

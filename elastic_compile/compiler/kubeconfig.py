@@ -1,0 +1,266 @@
+"""The kubeconfig ``apply`` reads: checked before the ``kubernetes`` client loads it, and the client made quiet.
+
+The client turns a malformed kubeconfig into whatever its code happens to raise (a YAML
+scanner error of several lines, ``binascii.Error: Incorrect padding``, an ``AttributeError``
+for a user entry that is a string), and a failing exec credential plugin into a line of
+Python logging (``ERROR:root:exec: ...``) after which it goes on without credentials. Here
+every such problem is one line, ``kubeconfig FILE: ...``, naming the entry at fault and never
+a value of the file (tokens, keys and passwords live there), and exit 2 (bad input), as
+kubectl refuses such a kubeconfig before it sends anything.
+
+The files are read as the client reads them (``yaml.safe_load``; ``$KUBECONFIG`` a list of
+files merged, the first entry of a name winning), so what is checked is what it loads.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from elastic_compile.core.errors import Problem, SpecError, printable
+
+#: A kubeconfig larger than this is not one (a few hundred clusters with their CAs fit in 1 MiB).
+MAX_BYTES: Final = 4 * 1024 * 1024
+#: The client's separator of the files in ``$KUBECONFIG`` (``kubernetes.config.kube_config``).
+PATH_SEPARATOR: Final = ";" if os.name == "nt" else ":"
+DEFAULT: Final = "~/.kube/config"
+
+#: The body key of each list's entries.
+_BODIES: Final = {"clusters": "cluster", "contexts": "context", "users": "user"}
+#: Fields that must be strings when present, per kind of entry.
+_STRINGS: Final = {
+    "cluster": ("server", "certificate-authority", "certificate-authority-data", "tls-server-name", "proxy-url"),
+    "context": ("cluster", "user", "namespace"),
+    "user": (
+        "token",
+        "tokenFile",
+        "username",
+        "password",
+        "client-certificate",
+        "client-certificate-data",
+        "client-key",
+        "client-key-data",
+    ),
+}
+#: Fields holding base64 (PEM data), per kind of entry: Go's decoder, which kubectl uses, refuses
+#: anything but the standard alphabet and padding (line breaks aside).
+_BASE64: Final = {
+    "cluster": ("certificate-authority-data",),
+    "user": ("client-certificate-data", "client-key-data"),
+}
+
+
+@dataclass(frozen=True)
+class Active:
+    """What the kubeconfig's chosen context names."""
+
+    shown: str  # the file (or files) messages name
+    context: str
+    cluster: str
+    user: str | None
+    namespace: str | None
+
+
+def location(kubeconfig: str | None) -> str:
+    """The file(s) the client reads: ``--kubeconfig``, else ``$KUBECONFIG``, else ``~/.kube/config``."""
+    return kubeconfig or os.environ.get("KUBECONFIG") or DEFAULT
+
+
+def error(shown: str, message: str) -> SpecError:
+    """The one line of a kubeconfig problem: ``elastic-compile: error: kubeconfig FILE: MESSAGE``."""
+    return SpecError([Problem("elastic-compile", 0, 0, "usage", printable(f"kubeconfig {shown}: {message}"))])
+
+
+def _read(path: str) -> Any:
+    """One file as the client parses it; SpecError naming the place of a YAML error, never its text."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise error(path, f"cannot read it: {e.strerror or type(e).__name__}") from None
+    if len(raw) > MAX_BYTES:
+        raise error(path, f"larger than {MAX_BYTES} bytes; not a kubeconfig")
+    try:
+        return yaml.safe_load(raw)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise error(path, f"not valid YAML{at}: {e.problem or e.context}") from None
+    except yaml.YAMLError as e:  # bytes that are not UTF-8 (a ReaderError): its first line names no content
+        raise error(path, f"not valid YAML: {str(e).splitlines()[0]}") from None
+
+
+def _entry_problem(kind: str, body: Any) -> str | None:
+    """What is wrong with the shape of one entry's body (``cluster``, ``context``, ``user``)."""
+    if body is None:
+        return None
+    if not isinstance(body, Mapping):
+        return f"{kind}: must be a mapping (given: a {type(body).__name__})"
+    for key in _STRINGS[kind]:
+        if key in body and body[key] is not None and not isinstance(body[key], str):
+            return f"{kind}.{key}: must be a string (given: a {type(body[key]).__name__})"
+    for key in _BASE64.get(kind, ()):
+        value = body.get(key)
+        if isinstance(value, str):
+            try:
+                base64.b64decode(value.replace("\n", "").replace("\r", ""), validate=True)
+            except (binascii.Error, ValueError):
+                return f"{kind}.{key}: not valid base64 (the value is not shown)"
+    if kind == "cluster" and not isinstance(body.get("insecure-skip-tls-verify"), bool | None):
+        return f"{kind}.insecure-skip-tls-verify: must be true or false"
+    if kind == "user":
+        return _exec_problem(body.get("exec"))
+    return None
+
+
+def _exec_problem(spec: Any) -> str | None:
+    if spec is None:
+        return None
+    if not isinstance(spec, Mapping):
+        return "user.exec: must be a mapping"
+    if not isinstance(spec.get("command"), str) or not spec["command"]:
+        return "user.exec.command: must be the program to run"
+    args = spec.get("args")
+    if args is not None and not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+        return "user.exec.args: must be a list of strings"
+    env = spec.get("env")
+    if env is not None and not (
+        isinstance(env, list)
+        and all(
+            isinstance(e, Mapping) and isinstance(e.get("name"), str) and isinstance(e.get("value"), str) for e in env
+        )
+    ):
+        return "user.exec.env: must be a list of {name, value} strings"
+    return None
+
+
+def check(kubeconfig: str | None, context: str | None) -> Active:
+    """Read and check the kubeconfig as the client would merge it; the chosen context's entries.
+
+    SpecError (one line, naming the file and the entry) for what the client would choke on:
+    YAML, shapes, base64, a context or cluster that is not there.
+    """
+    shown = location(kubeconfig)
+    paths = [os.path.expanduser(p) for p in shown.split(PATH_SEPARATOR) if p]
+    found = [p for p in paths if os.path.exists(p)]
+    if not found:
+        raise error(shown, "no such file" if len(paths) == 1 else "none of these files exists")
+    merged: dict[str, dict[str, tuple[str, Any]]] = {kind: {} for kind in _BODIES}
+    current: str | None = None
+    for path in found:
+        doc = _read(path)
+        if doc is None:
+            raise error(path, "the file is empty")
+        if not isinstance(doc, Mapping):
+            raise error(path, f"must be a mapping of kubeconfig fields (kind: Config), not a {type(doc).__name__}")
+        for kind, body_key in _BODIES.items():
+            entries = doc.get(kind)
+            if entries is None:
+                continue
+            if not isinstance(entries, list):
+                raise error(path, f"{kind}: must be a list")
+            for i, entry in enumerate(entries):
+                if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+                    raise error(path, f"{kind}[{i}]: must be a mapping with a name")
+                name = entry["name"]
+                why = _entry_problem(body_key, entry.get(body_key))
+                if why is not None:
+                    raise error(path, f"{kind}[{i}] ({name}): {why}")
+                merged[kind].setdefault(name, (path, entry.get(body_key) or {}))
+        # The client keeps the last file's current-context (KubeConfigMerger.load_config).
+        if doc.get("current-context") is not None:
+            current = str(doc["current-context"])
+    chosen = context if context is not None else current
+    if not chosen:
+        raise error(shown, "no current-context; give --context")
+    if chosen not in merged["contexts"]:
+        raise error(shown, f"no context named {chosen}")
+    where, ctx = merged["contexts"][chosen]
+    cluster = ctx.get("cluster")
+    if not isinstance(cluster, str) or cluster not in merged["clusters"]:
+        raise error(where, f"context {chosen}: its cluster {cluster} is not in the kubeconfig")
+    user = ctx.get("user")
+    namespace = ctx.get("namespace") or None
+    return Active(shown, chosen, cluster, user if isinstance(user, str) else None, namespace)
+
+
+@contextmanager
+def quiet_client() -> Iterator[list[logging.LogRecord]]:
+    """While the client runs: nothing of its logging (or urllib3's) printed; the kubernetes
+    package's own error records kept in the list yielded (an exec plugin's failure is one).
+
+    ``kube_config`` logs with ``logging.error``, which gives the root logger a handler printing to
+    stderr when it has none (``logging.basicConfig``): a handler of ours is there first. Every
+    logger is as it was afterwards (tests call the command in one process).
+    """
+    records: list[logging.LogRecord] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.ERROR and "kubernetes" in Path(record.pathname).parts:
+                records.append(record)
+
+    root = logging.getLogger()
+    keep = _Keep()
+    quiet = [logging.getLogger(name) for name in ("kubernetes", "urllib3")]
+    saved = [(logger, logger.propagate, logger.handlers[:]) for logger in quiet]
+    root.addHandler(keep)
+    for logger in quiet:
+        logger.propagate = False
+        logger.handlers = [logging.NullHandler()]
+    try:
+        yield records
+    finally:
+        root.removeHandler(keep)
+        for logger, propagate, handlers in saved:
+            logger.propagate = propagate
+            logger.handlers = handlers
+
+
+def load_client(active: Active, kubeconfig: str | None, records: list[logging.LogRecord]) -> Any:
+    """The client's ``ApiClient`` for ``active``'s context; SpecError (one line) when it cannot load.
+
+    Call inside :func:`quiet_client`, passing its records. The client retries nothing and
+    follows no redirect (``urllib3.Retry(total=0, redirect=False)``): a redirect comes back as
+    the response, for the caller to refuse.
+    """
+    import urllib3
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    configuration = client.Configuration(retries=urllib3.Retry(total=0, redirect=False))
+
+    entry = f"context {active.context} (cluster {active.cluster}, user {active.user or 'none'})"
+    before = len(records)
+    try:
+        # persist_config=False: never write the kubeconfig back. The client's functions are untyped.
+        api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=location(kubeconfig),
+            context=active.context,
+            persist_config=False,
+            client_configuration=configuration,
+        )
+    except ConfigException as e:
+        lines = str(e).splitlines() or [type(e).__name__]
+        raise error(active.shown, f"{entry}: {lines[0]}") from None
+    except Exception as e:  # the client's own code choking on a shape we do not check; its text may quote values
+        raise error(active.shown, f"{entry}: the kubernetes client cannot load it ({type(e).__name__})") from None
+    failed = records[before:]
+    if failed:
+        # "exec: process returned 1. <the plugin's stderr>": the plugin's own words, first line only.
+        said = (failed[0].getMessage().splitlines() or ["failed"])[0][:300]
+        api.close()
+        raise error(active.shown, f"user {active.user or 'none'}: the exec credential plugin failed: {said}")
+    return api
+
+
+__all__ = ["Active", "check", "error", "load_client", "location", "quiet_client"]
