@@ -125,6 +125,93 @@ def test_stale_check_in_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main([str(spec), "-o", "base", "--check", "--message-format", "json"]) == 1
     records = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
     assert [(r["code"], r["severity"]) for r in records] == [("EC102", "warning"), ("stale", "error")]
+    stale = records[1]
+    image_line = _image_line(tmp_path / "base" / "pytorchjob.yaml")
+    assert (stale["file"], stale["line"], stale["column"], stale["field"]) == (
+        "base/pytorchjob.yaml",
+        image_line,
+        1,
+        None,
+    )
+    assert (
+        stale["message"] == f"stale: a write would change it from line {image_line}; rerun without --check to update it"
+    )
+
+
+def test_stale_check_names_each_stale_file_for_github(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One annotation per file a write would change, create or remove (red team 9), at a path GitHub matches."""
+    specs = _specs(tmp_path / "specs", 3)
+    assert main(["./specs", "-o", "./deploy"]) == 0
+    (specs / "job000.elastic.yaml").write_text((specs / "job000.elastic.yaml").read_text().replace("t:1.0", "t:2.0"))
+    (specs / "job001.elastic.yaml").unlink()
+    (specs / "job003.elastic.yaml").write_text((specs / "job002.elastic.yaml").read_text().replace("job002", "job003"))
+    capsys.readouterr()
+    assert main(["./specs", "-o", "./deploy", "--check", "--message-format", "github"]) == 1
+    out, err = capsys.readouterr()
+    stale = [line for line in err.splitlines() if "title=stale" in line]
+    assert stale == [
+        # Its two comment lines, then job000's three files: job001's go, job003's come.
+        "::error file=deploy/.elastic-compile-owned,line=6,col=1,title=stale::stale: a write would change it from "
+        "line 6; rerun without --check to update it",
+        *(
+            f"::error file=deploy/job000/{name},line={line},col=1,title=stale::stale: a write would change it from "
+            f"line {line}; rerun without --check to update it"
+            for name, line in (("pytorchjob.yaml", _image_line(tmp_path / "deploy" / "job000" / "pytorchjob.yaml")),)
+        ),
+        *(
+            f"::error file=deploy/job001/{name},line=1,col=1,title=stale::stale: a write would remove it (no spec "
+            "emits it any more); rerun without --check to update it"
+            for name in ("kustomization.yaml", "openapi.json", "pytorchjob.yaml")
+        ),
+        *(
+            f"::error file=deploy/job003/{name},line=1,col=1,title=stale::stale: a write would create it; rerun "
+            "without --check to update it"
+            for name in ("kustomization.yaml", "openapi.json", "pytorchjob.yaml")
+        ),
+    ], err
+    assert "--- a/./deploy/job000/pytorchjob.yaml" in out or "--- a/deploy/job000/pytorchjob.yaml" in out
+    assert not any("file=./" in line for line in err.splitlines())
+
+
+def _image_line(path: Path) -> int:
+    """The line of the image a test spec wrote (the first a change of it makes stale)."""
+    return [line.strip() for line in path.read_text().splitlines()].index("image: ghcr.io/example/t:1.0") + 1
+
+
+def test_github_and_json_paths_are_normalised(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``elastic-compile .`` finds ``./a.elastic.yaml``; GitHub drops an annotation on that spelling (red team 10)."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.elastic.yaml").write_text(
+        "name: t\nimage: ghcr.io/x/y:1.0\ncommand: [python, t.py]\nmax_restarts: -1\n"
+    )
+    os.chdir(tmp_path / "d")
+    assert main([".", "--message-format", "github"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("::error file=a.elastic.yaml,line=4,col=15::max_restarts: "), err
+    assert main(["./sub/../a.elastic.yaml", "--message-format", "json"]) == 2
+    assert json.loads(capsys.readouterr().err.splitlines()[0])["file"] == "a.elastic.yaml"
+    assert main(["."]) == 2
+    assert capsys.readouterr().err.startswith("./a.elastic.yaml:4:15: max_restarts: ")  # text: as found
+
+
+def test_json_escapes_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    """``bad\\xff.yaml`` (red team 11): every line stays UTF-8 JSON; Python's reader gets the name's bytes back."""
+    name = os.fsdecode(b"bad\xff.yaml")
+    (tmp_path / name).write_text("name: t\nname: u\n")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / os.fsdecode(b"x\xfe.elastic.yaml")).write_text("name: t\nname: u\n")
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    for args in ([name], ["d"], ["doctor", name]):
+        done = subprocess.run(
+            [BIN / "elastic-compile", *args, "--message-format", "json"], capture_output=True, env=env, check=False
+        )
+        assert done.returncode in (1, 2), done.stderr
+        raw = done.stdout if args[0] == "doctor" and done.stdout else done.stderr
+        lines = raw.decode("utf-8").splitlines()  # valid UTF-8, or this raises
+        assert lines and "internal" not in raw.decode(), raw
+        record = json.loads(lines[0])
+        assert os.fsencode(record["file"]).endswith((b"bad\xff.yaml", b"x\xfe.elastic.yaml")), record
+        assert b"\\udc" in raw  # the JSON escape of the byte, the six characters text shows
 
 
 # --------------------------------------------------------------------------- big runs

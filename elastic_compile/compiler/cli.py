@@ -25,6 +25,7 @@ from elastic_compile import __version__
 
 if TYPE_CHECKING:
     from elastic_compile.compiler.diagnostics import Reporter
+    from elastic_compile.compiler.writer import Drift
     from elastic_compile.core.errors import Problem
 
 EXIT_OK, EXIT_DRIFT, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -393,12 +394,14 @@ def _import_parser() -> argparse.ArgumentParser:
         help="the image's ENTRYPOINT, in shell words (e.g. 'python /opt/train.py'), for a training container "
         "without command: the manifest does not show what it runs",
     )
+    _message_format(p)
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
 def _import(argv: Sequence[str]) -> int:
     from elastic_compile.compiler import importer
+    from elastic_compile.compiler.diagnostics import Reporter
     from elastic_compile.core.errors import Problem, SpecError
 
     words = list(argv)
@@ -441,9 +444,10 @@ def _import(argv: Sequence[str]) -> int:
             if not entrypoint:
                 raise SpecError([Problem("elastic-compile", 0, 0, "usage", "--entrypoint: give the program to run")])
         results = importer.import_path(ns.manifest, entrypoint=entrypoint)
+    reporter = Reporter(ns.message_format)
     for result in results:
-        for note in result.notes:
-            print(note, file=sys.stderr)  # a Problem prints escaped
+        for note in sorted(result.notes, key=lambda n: (n.file, n.line, n.col)):  # in file order, as errors
+            reporter.problem(note)  # a Problem prints escaped
     sys.stdout.write("---\n".join(r.text for r in results))
     return EXIT_OK
 
@@ -685,12 +689,13 @@ def _compile(ns: argparse.Namespace) -> int:
         files = output.directory_files(compiled, ns.format, nested=found.directories)
         try:
             if ns.check is not None:
-                diff, foreign, counts = writer.diff_directory(ns.output, files, boundary=boundary, specs=read)
+                drift = writer.diff_directory(ns.output, files, boundary=boundary, specs=read)
+                foreign, counts = drift.foreign, drift.counts
                 if foreign:
                     # Named, never read: they are not ours, so never drift either.
                     shown = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more" if len(foreign) > 10 else "")
                     reporter.note(f"not written by elastic-compile, left alone: {shown}")
-                code = _report_drift(diff, reporter)
+                code = _report_drift(drift, reporter)
                 stale = counts.changed + counts.removed
                 summary(f"{counted(stale, 'file')} stale, {counts.unchanged} current")
                 return code
@@ -713,11 +718,26 @@ def _compile(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _report_drift(diff: str, reporter: Reporter) -> int:
-    if not diff:
+def _report_drift(drift: Drift, reporter: Reporter) -> int:
+    """The diff on stdout; in ``text`` one line saying so, in ``json`` and ``github`` one error per stale file
+    (an annotation GitHub can put on that file)."""
+    from elastic_compile.core.errors import Problem
+
+    if not drift.diff:
         return EXIT_OK
-    sys.stdout.write(diff)
-    reporter.status("the files on disk are stale; rerun without --check to update them", severity="error", code="stale")
+    sys.stdout.write(drift.diff)
+    if reporter.format == "text":
+        reporter.status(
+            "the files on disk are stale; rerun without --check to update them", severity="error", code="stale"
+        )
+        return EXIT_DRIFT
+    for stale in drift.stale:
+        change = {
+            "created": "a write would create it",
+            "removed": "a write would remove it (no spec emits it any more)",
+        }.get(stale.what, f"a write would change it from line {stale.line}")
+        message = f"stale: {change}; rerun without --check to update it"
+        reporter.problem(Problem(stale.path, stale.line, 1, "status", message, code="stale"))
     return EXIT_DRIFT
 
 

@@ -18,6 +18,8 @@ line (``text`` and ``github``; a JSON reader counts the objects).
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TextIO
@@ -59,9 +61,37 @@ def _message(problem: Problem) -> str:
         if problem.code and text.startswith(prefix):
             text = text[len(prefix) :]
             break
+    else:
+        if problem.severity != "error" and text.startswith(f"{problem.severity}: "):  # import's notes
+            text = text[len(problem.severity) + 2 :]
     if problem.given is not None:
         text += f" (given: {show_given(problem.given)})"
     return text
+
+
+def normal_path(path: str) -> str:
+    """``path`` as GitHub and programs match it: no ``./``, no ``a/../``, no doubled ``/``.
+
+    ``elastic-compile .`` finds ``./job.elastic.yaml``; GitHub drops an annotation whose path
+    is not the repository's own spelling of it.
+    """
+    return os.path.normpath(path) if path else path
+
+
+#: A lone surrogate: a byte of a file name that is not UTF-8, as Python decodes it (surrogateescape).
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def json_line(obj: object) -> str:
+    """``obj`` as one line of JSON that is valid UTF-8 whatever the strings hold.
+
+    A file name that is not UTF-8 (``bad\xff.yaml``) reaches us as a string with a lone
+    surrogate (``bad\udcff.yaml``), which no UTF-8 stream can carry: it is written as its
+    JSON escape (``"bad\\udcff.yaml"``), the same six characters ``text`` shows. A JSON reader
+    in Python gets the surrogate back, and ``os.fsencode`` the original bytes.
+    """
+    text = json.dumps(obj, ensure_ascii=False)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def record(problem: Problem) -> dict[str, object]:
@@ -72,7 +102,7 @@ def record(problem: Problem) -> dict[str, object]:
         "version": JSON_VERSION,
         "severity": problem.severity,
         "code": "usage" if usage else problem.code,
-        "file": problem.file if located else None,
+        "file": normal_path(problem.file) if located else None,
         "line": problem.line if located else None,
         "column": problem.col if located else None,
         "field": None if usage or not located or problem.path == "status" else problem.path,
@@ -96,7 +126,7 @@ def github_line(problem: Problem) -> str:
     record_ = record(problem)
     properties = []
     if record_["file"] is not None:
-        properties += [f"file={_escape_property(problem.file)}", f"line={problem.line}", f"col={problem.col}"]
+        properties += [f"file={_escape_property(str(record_['file']))}", f"line={problem.line}", f"col={problem.col}"]
     if record_["code"] is not None:
         properties.append(f"title={_escape_property(str(record_['code']))}")
     words = _message(problem) if record_["field"] is None else f"{problem.path}: {_message(problem)}"
@@ -135,7 +165,7 @@ class Reporter:
             self.warnings += 1
         out = stream if stream is not None else self._out()
         if self.format == "json":
-            print(json.dumps(record(problem), ensure_ascii=False), file=out)
+            print(json_line(record(problem)), file=out)
         elif self.format == "github":
             print(github_line(problem), file=out)
         else:

@@ -94,7 +94,8 @@ def import_stream(raw: bytes | str, file: str, *, entrypoint: Sequence[str] | No
         if found is None:
             kind = loaded.data.get("kind") if isinstance(loaded.data, dict) else None
             what = f"kind {kind}" if isinstance(kind, str) else "not a Kubernetes object"
-            skipped.append(_located(loaded, (), f"note: skipped ({what}): import reads {_kinds()}"))
+            note = _located(loaded, (), f"note: skipped ({what}): import reads {_kinds()}")
+            skipped.append(dataclasses.replace(note, severity="note"))
             continue
         try:
             imported.append(_import_one(loaded, found, docs, entrypoint))
@@ -169,8 +170,10 @@ def _finish(draft: Draft, origin: str, locate: Callable[..., Problem], target: s
         compile_spec(spec, names, loaded=loaded)
     except SpecError as e:
         raise SpecError([_back(draft, p, locate) for p in e.problems]) from e
+    # The severity is in the text (as the lines have always read) and in the field (--message-format json).
     notes = tuple(
-        locate(n.path, f"{n.severity}: {n.message}") for n in sorted(draft.notes, key=lambda n: n.severity != "note")
+        dataclasses.replace(locate(n.path, f"{n.severity}: {n.message}"), severity=n.severity)
+        for n in sorted(draft.notes, key=lambda n: n.severity != "note")
     )
     return Imported(text, spec, notes)
 

@@ -459,6 +459,39 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class Stale:
+    """One file ``--check`` found stale."""
+
+    #: The file as shown in the diff (``DIR/rel``, or ``--check FILE``).
+    path: str
+    #: The first line of the file on disk that a write would change (1 for a file created or removed).
+    line: int
+    #: ``changed``, ``created`` or ``removed``.
+    what: str
+
+
+@dataclass(frozen=True)
+class Drift:
+    """What ``--check`` found: the unified diff and each stale file (both empty when current)."""
+
+    diff: str
+    stale: list[Stale]
+    #: Entries of DIR that are not ours: named, never read.
+    foreign: list[str] = field(default_factory=list)
+    counts: Counts = field(default_factory=lambda: Counts(0, 0, 0))
+
+
+def _stale(old: str | None, new: str | None, name: str) -> Stale:
+    if old is None or new is None:
+        return Stale(name, 1, "created" if old is None else "removed")
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    first = next((i for i, (a, b) in enumerate(zip(old_lines, new_lines, strict=False)) if a != b), None)
+    if first is None:  # one is the other plus lines at the end
+        first = min(len(old_lines), len(new_lines))
+    return Stale(name, min(first + 1, max(len(old_lines), 1)), "changed")
+
+
 def _unified(old: str | None, new: str | None, name: str) -> str:
     """A unified diff; ``None`` on one side means the file is created or removed."""
     import difflib  # --check only
@@ -487,7 +520,7 @@ def _text(data: bytes | None) -> str | None:
     return data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
-def diff_file(path: Path, text: str, *, boundary: safefs.Boundary) -> str:
+def diff_file(path: Path, text: str, *, boundary: safefs.Boundary) -> Drift:
     """Unified diff from the file ``path`` on disk to ``text`` (empty when identical)."""
     shown = str(path)
     try:
@@ -495,13 +528,16 @@ def diff_file(path: Path, text: str, *, boundary: safefs.Boundary) -> str:
             old = None if parent is None else safefs.read_regular(parent, path.name, shown)
     except safefs.Refused as e:
         raise WriteError(str(e)) from e
-    return _unified(_text(old), text, shown)
+    old_text = _text(old)
+    diff = _unified(old_text, text, shown)
+    return Drift(diff, [_stale(old_text, text, shown)] if diff else [])
 
 
 def diff_directory(
     target: Path, files: dict[str, str], *, boundary: safefs.Boundary, specs: Sequence[str] = ()
-) -> tuple[str, list[str], Counts]:
-    """The diff a write would make in ``target`` (ours only), the names it would leave alone, and its counts.
+) -> Drift:
+    """The diff a write would make in ``target`` (ours only), each stale file, the names it would leave alone,
+    and its counts.
 
     Raises :class:`WriteError` for what a write would refuse. Files that are not ours are
     never read into the diff: they are named, not shown.
@@ -510,12 +546,14 @@ def diff_directory(
     if plan.problems:
         raise WriteError(plan.problems)
     out = []
+    stale = []
     for rel in sorted({*plan.changes, *plan.removals}):
         old, new = plan.changes.get(rel, (plan.removals.get(rel), None))
         old_text, new_text = _text(old), _text(new)
         if old_text != new_text:
             out.append(_unified(old_text, new_text, plan.at(rel)))
-    return "".join(out), [plan.at(name) for name in plan.foreign], _counts(plan)
+            stale.append(_stale(old_text, new_text, plan.at(rel)))
+    return Drift("".join(out), stale, [plan.at(name) for name in plan.foreign], _counts(plan))
 
 
 def reach(path: Path, boundary: safefs.Boundary) -> safefs.Boundary:
@@ -544,6 +582,8 @@ def default_boundary(root: Path | None) -> safefs.Boundary:
 __all__ = [
     "MANIFEST",
     "Counts",
+    "Drift",
+    "Stale",
     "WriteError",
     "default_boundary",
     "diff_directory",

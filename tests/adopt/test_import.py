@@ -435,6 +435,21 @@ def test_torchrun_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert _spec(out)["name"] == "bert"
     assert "<torchrun>:1:21: argv[2]: warning: cannot carry the log directory" in "\n".join(err), err
 
+    code, out, err = _run(capsys, "--torchrun", "--image", "reg.example/t:1", "--name", "bert", "--message-format",
+                          "json", "--", "torchrun", "--nnodes=2", "--log-dir=/logs", "train.py")  # fmt: skip
+    records = [json.loads(line) for line in err]
+    assert code == 0 and records, err
+    carried = next(r for r in records if r["message"].startswith("cannot carry the log directory"))
+    assert (carried["severity"], carried["file"], carried["line"], carried["column"]) == (
+        "warning",
+        "<torchrun>",
+        1,
+        21,
+    )
+    assert [(r["line"], r["column"]) for r in records] == sorted(
+        (r["line"], r["column"]) for r in records
+    )  # file order
+
 
 @pytest.mark.parametrize(
     ("argv", "message"),
