@@ -24,8 +24,8 @@ from typing import NoReturn
 from elastic_compile import contract as c
 from elastic_compile.entrypoint import report
 from elastic_compile.entrypoint.resources import usable_cpus
-from elastic_compile.entrypoint.scratch import apply_scratch, prepare_scratch
-from elastic_compile.entrypoint.settings import UsageError, parse_options, resolve_parsed
+from elastic_compile.entrypoint.scratch import apply_scratch, prepare_scratch, remove_scratch
+from elastic_compile.entrypoint.settings import LaunchSettings, UsageError, parse_options, resolve_parsed
 
 # Not `pip install 'elastic-compile[launch]'`: in an image without torch, pip would fetch the
 # newest torch from PyPI, a CUDA build of several GB that may not match the image (docs/install.md).
@@ -78,6 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         report.say(note)
     settings = dataclasses.replace(settings, log_dir=scratch.log_dir)
 
+    try:
+        return _launch(settings)
+    finally:
+        remove_scratch(scratch)
+
+
+def _launch(settings: LaunchSettings) -> int:
     try:
         # Imports torch (seconds): only now that the options and env are known to be good.
         from elastic_compile.entrypoint.launch import run_launch

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ class Scratch:
     log_dir: str
     tmpdir: str | None  # set TMPDIR to this for the agent and its workers; None: leave it alone
     notes: tuple[str, ...] = ()
+    #: True when the launcher made ``log_dir`` (no ``--log-dir``): it is removed when the launch ends.
+    owned: bool = False
 
 
 #: Free space a scratch directory needs. Creating a directory needs none, so a full disk
@@ -110,18 +113,29 @@ def prepare_scratch(
             continue
         made = tempfile.mkdtemp(prefix=LOG_DIR_PREFIX, dir=directory)
         if not tried:
-            return Scratch(made, None)
+            return Scratch(made, None, owned=True)
         # Something before it failed ($TMPDIR, /tmp): the workers' tempfile would fail too, or
         # fall back to the working directory. Point them here, and say so.
         note = f"{c.ENV_TMPDIR}={directory} for the agent and the workers; not writable: {'; '.join(tried)}"
         if directory == c.SHM_DIR:
             note += f" ({c.SHM_DIR} is memory-backed: mount an emptyDir at /tmp to spare the RAM)"
-        return Scratch(made, directory, (note,))
+        return Scratch(made, directory, (note,), owned=True)
     raise UsageError(
         "no writable directory for worker logs and error files (read-only root filesystem?): tried "
         f"{'; '.join(tried)}. Mount an emptyDir at /tmp, or set {c.ENV_TMPDIR} to a writable mount, "
         f"or pass {c.OPT_LOG_DIR}"
     )
+
+
+def remove_scratch(scratch: Scratch) -> None:
+    """Remove the log directory the launcher made, once the launch has ended (a ``--log-dir`` stays).
+
+    Its error files have been read into the report by then; left behind, every launch of a
+    machine that is not a pod (``elastic-compile run``, a test, a laptop) would add a directory
+    to ``/tmp``. ``shutil.rmtree`` follows no symbolic link a worker may have left there.
+    """
+    if scratch.owned:
+        shutil.rmtree(scratch.log_dir, ignore_errors=True)
 
 
 def apply_scratch(scratch: Scratch, environ: dict[str, str] | os._Environ[str]) -> None:

@@ -48,7 +48,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, NoReturn, TextIO
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TextIO
 
 from elastic_compile.core.errors import SpecError, printable
 from elastic_compile.core.loader import load_documents
@@ -72,16 +72,23 @@ from elastic_compile.localrun.process import (
     local_gpus,
     mount_config_maps,
     port_busy,
+    private_tmpdirs,
     use_image_python,
 )
 from elastic_compile.localrun.trainer import TrainJobEngine
+
+if TYPE_CHECKING:
+    from elastic_compile.compiler.diagnostics import Reporter
 
 # --------------------------------------------------------------------------- options
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise RunError(message)
+        from elastic_compile.core.errors import Problem
+
+        # A usage problem, as the compiler's parser reports one (code "usage" in --message-format json).
+        raise SpecError([Problem("elastic-compile", 0, 0, "usage", message)])
 
 
 def _positive_int(text: str) -> int:
@@ -200,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the image's Python (e.g. a venv with torch and nothing of ours): runs python, python3 and the "
         "console scripts beside it (elastic-launch, torchrun) in the pods; default: this interpreter",
     )
+    p.add_argument(
+        "--message-format",
+        choices=["text", "json", "github"],
+        default="text",
+        help="how errors in the input and the compiler's lints print: text, json (one object per line) or "
+        "github (workflow commands), as when compiling (docs/lints.md); run's own lines stay text",
+    )
     # Read by elastic-compile's main (tracebacks for internal errors); accepted here so it parses.
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     return p
@@ -267,10 +281,11 @@ def _jobs(raw: bytes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | Non
     return (jobs, others) if jobs else None
 
 
-def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
+def load_source(source: str, stdin: IO[bytes] | None = None, reporter: Reporter | None = None) -> Source:
     """Read ``source`` and return the job to run, compiling an elastic.yaml in-process.
 
-    Raises ``SpecError`` for a spec the compiler rejects, :class:`RunError` otherwise.
+    Raises ``SpecError`` for a spec the compiler rejects, :class:`RunError` otherwise. The
+    compiler's lints print through ``reporter`` (text on stderr by default).
     """
     from elastic_compile.compiler import lint
     from elastic_compile.compiler.pipeline import compile_path, compile_text
@@ -292,7 +307,8 @@ def load_source(source: str, stdin: IO[bytes] | None = None) -> Source:
     if found is None:
         # A file is compiled as a file, so that its bases (extends:) are found beside it.
         compiled = compile_text(raw, label) if source == "-" else compile_path(source)
-        lint.report([compiled], [], strict=False)  # the compiler's warnings, as `elastic-compile SPEC` prints them
+        # The compiler's warnings, as `elastic-compile SPEC` prints them.
+        lint.report([compiled], [], strict=False, reporter=reporter)
         docs = [o.doc for o in compiled.outputs]
         if not any(d.get("kind") in _JOB_KINDS for d in docs):
             raise RunError(f"{label}: target {compiled.spec.target} makes no job to run; use pytorchjob or trainjob")
@@ -330,20 +346,23 @@ def dry_run_view(pods: Sequence[LocalPod], workdir: Path, notes: Sequence[str]) 
 
 def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """``elastic-compile run ARGV``; returns the exit code (see the module docstring)."""
-    # The pods' ConfigMap volumes (the bundled launcher's) live here while the job runs.
+    # The pods' ConfigMap volumes (the bundled launcher's) and TMPDIRs live here while the job runs.
     with tempfile.TemporaryDirectory(prefix="elastic-compile-run-") as mounts:
         return _main(argv, stdout or sys.stdout, stderr or sys.stderr, Path(mounts))
 
 
 def _main(argv: Sequence[str], out: TextIO, err: TextIO, mounts: Path) -> int:
+    from elastic_compile.compiler.diagnostics import Reporter, wanted
     from elastic_compile.core.errors import CompileError
 
     printer = Printer(out, err)
+    # Read before parsing, so that a usage error prints in the format asked for too.
+    reporter = Reporter(wanted(argv), stream=err)
     network: LoopbackNetwork | None = None
     try:
         try:
             opts = parse_args(argv)
-            source = load_source(opts.source)
+            source = load_source(opts.source, reporter=reporter)
             engine = source.engine()
             engine.check()
             gpus = local_gpus()
@@ -356,6 +375,7 @@ def _main(argv: Sequence[str], out: TextIO, err: TextIO, mounts: Path) -> int:
             notes += [note] if note else []
             scratch = read_only_scratch(engine, notes)
             pods, pod_notes = engine.build_pods(environ=os.environ, gpus=gpus, token=token, given=dict(opts.env))
+            private_tmpdirs(pods, mounts)
             pod_notes += emulate_read_only_root(engine, pods, scratch)
             # Job() checks the --kill pod names.
             job = Job(pods, engine.rules(), opts, workdir, printer, store=engine.store_host(pods), network=network)
@@ -366,11 +386,17 @@ def _main(argv: Sequence[str], out: TextIO, err: TextIO, mounts: Path) -> int:
                 pod_notes += use_image_python(job.pods, opts.python)
         except SpecError as e:
             for problem in e.problems:
+                if reporter.format != "text":
+                    reporter.problem(problem)
+                    continue
                 line = str(problem) if problem.path != "usage" else f"{PROG}: error: {problem.message}"
                 print(printable(line), file=err)
             return EXIT_INPUT
         except (RunError, CompileError, kubeflow.ManifestError) as e:
             for line in str(e).splitlines():
+                if reporter.format != "text":
+                    reporter.error(f"run: {line}")
+                    continue
                 print(printable(f"{PROG}: error: {line}"), file=err)
             return EXIT_INPUT
         except SystemExit as e:  # --help

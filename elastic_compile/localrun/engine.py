@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from elastic_compile import contract
 from elastic_compile.core.resources import accelerator_counts
 from elastic_compile.localrun import rootfs
 from elastic_compile.localrun.job import EngineRules
@@ -162,6 +163,10 @@ def emulate_read_only_root(engine: Engine, pods: Sequence[LocalPod], scratch: Pa
             continue
         binds = _writable_volumes(pod_spec, container, scratch / pod.name)
         pod.argv = rootfs.wrap(pod.argv, binds)
+        if contract.ENV_TMPDIR not in pod.pod.env:
+            # Read-only in here: the image brings no TMPDIR, so /tmp (an emptyDir, when the
+            # compiler made one) and the launcher's fallbacks decide, as on the cluster.
+            pod.env.pop(contract.ENV_TMPDIR, None)
         shown = ", ".join(target for _, target in binds) or "none"
         notes.append(
             "read-only root filesystem (readOnlyRootFilesystem): every mount of this machine is read-only in "

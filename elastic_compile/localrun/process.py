@@ -247,6 +247,23 @@ def mount_config_maps(pods: Sequence[LocalPod], config_maps: Mapping[str, Mappin
     return list(dict.fromkeys(notes))
 
 
+def private_tmpdirs(pods: Sequence[LocalPod], root: Path) -> None:
+    """Give each pod a ``TMPDIR`` of its own, ``root/<pod>/.tmp`` (``root``: run's scratch, removed when run ends).
+
+    On a cluster each pod has a ``/tmp`` of its own that goes with it; here the pods would
+    share this machine's, and what torch and the workers leave there (the launcher's logs,
+    ``torchinductor_<user>``, a crashed worker's files) would stay after every run. A
+    ``TMPDIR`` the manifest sets is kept, as on the cluster. (``.tmp``: no volume, whose
+    name is a DNS label, can be called that.)
+    """
+    for pod in pods:
+        if contract.ENV_TMPDIR in pod.pod.env:
+            continue
+        directory = root / pod.name / ".tmp"
+        directory.mkdir(parents=True, exist_ok=True)
+        pod.env[contract.ENV_TMPDIR] = str(directory)
+
+
 def use_image_python(pods: Sequence[LocalPod], python: Path) -> list[str]:
     """Run the pods with ``python`` as the image's interpreter instead of this one (``--python``).
 

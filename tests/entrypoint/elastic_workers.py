@@ -174,7 +174,12 @@ def scratch_report(out_dir: str) -> dict[str, Any]:
 
     with tempfile.NamedTemporaryFile() as f:
         made = f.name
-    data = {"TMPDIR": os.environ.get("TMPDIR"), "gettempdir": tempfile.gettempdir(), "made": made}
+    data = {
+        "TMPDIR": os.environ.get("TMPDIR"),
+        "gettempdir": tempfile.gettempdir(),
+        "made": made,
+        "error_file": os.environ.get("TORCHELASTIC_ERROR_FILE"),  # under the launcher's log directory
+    }
     _write(out_dir, "scratch", data)
     return data
 

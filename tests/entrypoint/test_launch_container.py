@@ -126,8 +126,10 @@ def test_tmpdir_is_used_first(launcher: Launcher, tmp_path: Path) -> None:
     )
     assert agent.proc.returncode == 0, agent.stderr
     assert "TMPDIR=" not in agent.stderr  # nothing to say: the pod's own TMPDIR works
-    assert json.loads((out / "scratch.rank0.json").read_text())["gettempdir"] == str(scratch)
-    assert [p.name.startswith("elastic-launch-") for p in scratch.iterdir()] == [True]  # our logs went there
+    report = json.loads((out / "scratch.rank0.json").read_text())
+    assert report["gettempdir"] == str(scratch)
+    assert report["error_file"].startswith(f"{scratch}/elastic-launch-")  # our logs went there
+    assert sorted(scratch.iterdir()) == []  # and were removed when the launch ended
 
 
 @needs_mounts

@@ -151,3 +151,20 @@ def test_result_file_gets_the_umask_mode(tmp_path: Path) -> None:
     assert write_result(_settings(result), {0: [1, 2]}).exit_code == 0
     assert result.read_text() == "[1, 2]\n"
     assert stat.S_IMODE(result.stat().st_mode) == 0o666 & ~current_umask()
+
+
+# ---------------------------------------------------------------------------- scratch
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("script", "code"), [("exit 0", 0), ("exit 3", 3)])
+def test_the_log_directory_it_made_is_removed(launcher: Launcher, tmp_path: Path, script: str, code: int) -> None:
+    """Success or failure (error files written and read into the report), $TMPDIR is as it was; a --log-dir stays."""
+    fresh, kept = tmp_path / "tmp", tmp_path / "logs"
+    fresh.mkdir()
+    agent = launcher.run([*FAST, "--nproc-per-node", "2", "--", "sh", "-c", script], env={"TMPDIR": str(fresh)})
+    assert agent.proc.returncode == code, agent.stderr
+    assert sorted(fresh.iterdir()) == []
+    agent = launcher.run([*FAST, "--log-dir", str(kept), "--", "sh", "-c", script], env={"TMPDIR": str(fresh)})
+    assert agent.proc.returncode == code, agent.stderr
+    assert sorted(fresh.iterdir()) == [] and any(kept.iterdir())  # the user's own directory keeps torch's logs

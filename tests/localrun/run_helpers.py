@@ -75,6 +75,11 @@ def kill_marked(needle: str) -> list[int]:
     return found
 
 
+def with_tmpdir(tmpdir: Path | None) -> dict[str, str] | None:
+    """This environment with ``TMPDIR`` set (None: this environment as it is)."""
+    return None if tmpdir is None else {**os.environ, "TMPDIR": str(tmpdir)}
+
+
 @dataclass
 class Result:
     """A finished ``run``: exit code, both streams, wall time."""
@@ -96,8 +101,15 @@ class Result:
         return lines[-1] if lines else ""
 
 
-def run(args: list[str], *, timeout: float, stdin: str | None = None, cwd: Path | None = None) -> Result:
-    """``elastic-compile run ARGS`` to the end (killed after ``timeout``)."""
+def run(
+    args: list[str],
+    *,
+    timeout: float,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+    tmpdir: Path | None = None,
+) -> Result:
+    """``elastic-compile run ARGS`` to the end (killed after ``timeout``); ``tmpdir``: its TMPDIR."""
     start = time.monotonic()
     proc = subprocess.run(
         [*RUN, *args],
@@ -107,6 +119,7 @@ def run(args: list[str], *, timeout: float, stdin: str | None = None, cwd: Path 
         timeout=timeout,
         cwd=cwd or ROOT,
         check=False,
+        env=with_tmpdir(tmpdir),
     )
     return Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
 
@@ -122,8 +135,15 @@ class Running:
     threads: list[threading.Thread] = field(default_factory=list)
 
     @classmethod
-    def start(cls, args: list[str]) -> Running:
-        proc = subprocess.Popen([*RUN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    def start(cls, args: list[str], tmpdir: Path | None = None) -> Running:
+        proc = subprocess.Popen(
+            [*RUN, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=with_tmpdir(tmpdir),
+        )
         running = cls(proc)
         for stream, sink in ((proc.stdout, running.out), (proc.stderr, running.err)):
             thread = threading.Thread(target=lambda s=stream, k=sink: k.extend(iter(s.readline, "")), daemon=True)

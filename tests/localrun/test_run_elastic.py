@@ -67,22 +67,28 @@ def test_losing_the_store_host_fails_the_job_as_nothing_brings_it_back(tmp_path:
     assert re.search(r"job shrink Failed after [0-9.]+s: .*; exit 137$", result.summary), result.report
 
 
-def test_ctrl_c_deletes_every_pod_and_exits_130(tmp_path: Path, marker: str) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_deletes_every_pod_and_leaves_nothing(
+    tmp_path: Path, marker: str, sig: signal.Signals, code: int
+) -> None:
     path = tmp_path / "forever.yaml"
     body = f"command: [python, {TRAIN}, --steps, '100000', --step-seconds, '0.1']\nnnodes: 2\nmonitor_interval: 0.5\n"
     path.write_text(spec("forever", marker, body))
-    running = Running.start([str(path)])
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    running = Running.start([str(path)], tmpdir=tmpdir)
     try:
         assert running.wait_for("world_size 2", timeout=90), "".join(running.out + running.err)
         assert processes_with(marker), "the pods should be running"
-        running.proc.send_signal(signal.SIGINT)
+        running.proc.send_signal(sig)
         result = running.finish(timeout=90)
     finally:
         if running.proc.poll() is None:
             running.proc.kill()
-    assert result.code == 130, result.report
+    assert result.code == code, result.report
     assert processes_with(marker) == [], result.report  # agents, workers: all gone when run returns
-    assert "job interrupted: SIGINT: every pod deleted" in result.err, result.report
+    assert sorted(tmpdir.iterdir()) == [], result.report  # and their files: the pods' TMPDIRs were run's
+    assert f"job interrupted: {sig.name}: every pod deleted" in result.err, result.report
     for pod in ("forever-worker-0", "forever-worker-1"):
         assert f"deleting {pod} (the job is deleted): SIGTERM, SIGKILL after 45s" in result.err, result.report
-    assert re.search(r"job forever Interrupted after [0-9.]+s: .*; exit 130$", result.summary), result.report
+    assert re.search(rf"job forever Interrupted after [0-9.]+s: .*; exit {code}$", result.summary), result.report

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from run_helpers import EXAMPLES, run
@@ -16,9 +17,11 @@ SUMMARY = re.compile(
 )
 
 
-def test_example_trains_on_two_pods_and_succeeds() -> None:
-    result = run([str(EXAMPLES / "cpu-ddp.yaml")], timeout=240)
+def test_example_trains_on_two_pods_and_succeeds(tmp_path: Path) -> None:
+    result = run([str(EXAMPLES / "cpu-ddp.yaml")], timeout=240, tmpdir=tmp_path)
     assert result.code == 0, result.report
+    # The launchers' logs, torch's caches, the pods' TMPDIRs: all in run's own directory, gone with it.
+    assert sorted(tmp_path.iterdir()) == [], result.report
     lines = result.out.splitlines()
     assert lines, result.report
     assert all(POD_LINE.match(line) for line in lines), result.report

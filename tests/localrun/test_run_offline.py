@@ -292,3 +292,25 @@ def test_run_reads_at_most_the_size_limit_from_a_file(tmp_path: Path) -> None:
     )
     expected = "elastic-compile run: error: /dev/zero: the file is larger than 1048576 bytes\n"
     assert (run.returncode, run.stderr) == (2, expected)
+
+
+def test_errors_and_lints_in_the_message_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """run prints its input's errors and the compiler's lints as compiling does (red team 17)."""
+    spec = tmp_path / "typo.yaml"
+    spec.write_text("name: x\nimage: i:1\ncommand: [python]\nnnodse: 2\n")
+    code, _view, err = _dry(capsys, str(spec), "--message-format", "json")
+    (record,) = [json.loads(line) for line in err.splitlines()]
+    assert code == 2 and (record["file"], record["line"], record["field"]) == (str(spec), 4, "nnodse")
+
+    code, _view, err = _dry(capsys, str(tmp_path / "missing.yaml"), "--message-format", "github")
+    assert (code, err) == (2, f"::error::run: {tmp_path / 'missing.yaml'}: No such file or directory\n")
+
+    code, _view, err = _dry(capsys, str(EXAMPLES / "cpu-ddp.yaml"), "--nodes", "0", "--message-format", "json")
+    (record,) = [json.loads(line) for line in err.splitlines()]
+    assert code == 2 and record["code"] == "usage" and record["message"].startswith("argument --nodes: ")
+
+    lint = tmp_path / "lint.yaml"
+    lint.write_text("name: x\nimage: ghcr.io/x/y:1.0\ncommand: [python, t.py]\nshared_memory: 1Gi\n")
+    code, _view, err = _dry(capsys, str(lint), "--message-format", "json")
+    warnings = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert code == 0 and [(w["code"], w["line"]) for w in warnings] == [("EC102", 4)], err
