@@ -252,6 +252,24 @@ def test_errors_of_a_big_run_end_with_the_summary(tmp_path: Path, capsys: pytest
     assert not (tmp_path / "deploy").exists()
 
 
+def test_a_name_collision_and_strict_lints_end_with_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two jobs for one directory, and a lint under --strict in every spec: grouped, then the summary (red team 20)."""
+    specs = _specs(tmp_path / "specs", 5)
+    assert main([str(specs), "-o", "deploy", "--strict"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("elastic-compile: error EC102: 5 times in 5 files: "), lines
+    assert lines[1:] == ["elastic-compile: 5 specs, nothing written, 0 warnings, 5 errors"]
+
+    (specs / "job001.elastic.yaml").write_text((specs / "job000.elastic.yaml").read_text())
+    assert main([str(specs), "-o", "deploy"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert "is also the base of" in lines[-2], lines
+    assert lines[-1] == "elastic-compile: 5 specs, nothing written, 5 warnings, 1 error"
+    assert not (tmp_path / "deploy").exists()
+
+
 def _in_a_pty(argv: list[str], cwd: Path, after: float) -> str:
     """Run ``elastic-compile ARGV`` with a terminal as stdin, stdout and stderr; all it printed there.
 
@@ -318,6 +336,44 @@ def test_a_mistyped_command_is_named(capsys: pytest.CaptureFixture[str]) -> None
     )
     Path("improt").write_text("name: t\nimage: x:1\ncommand: [a]\n")  # a file of that name is a spec
     assert main(["improt"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["--strict", "improt"], "did you mean elastic-compile import (a command goes first)?"),
+        (["-t", "all", "job.yaml", "explian"], "did you mean --explain?"),
+        (["explain"], "did you mean --explain?"),
+        (["--strict", "check"], "did you mean --check?"),
+        (["help"], "did you mean --help?"),
+        (["compile", "job.yaml"], "compiling needs no command: elastic-compile SPEC."),
+    ],
+)
+def test_a_command_word_anywhere_gets_a_pointer(capsys: pytest.CaptureFixture[str], argv: list[str], hint: str) -> None:
+    """Not only the first word (red team 18); and the words of options point at the option."""
+    Path("job.yaml").write_text("name: t\nimage: x:1\ncommand: [a]\n")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and hint in err, err
+    assert "completion" not in err.partition("commands:")[0], err  # `compile` is not `completion`
+
+
+def test_options_that_would_do_nothing_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--root`` that is no directory, ``--explain`` with ``-o``, ``--check`` or ``--format json`` (red team 19)."""
+    Path("job.yaml").write_text("name: t\nimage: x:1\ncommand: [a]\n")
+    assert main(["job.yaml", "--root", "/nonexistent", "--explain", "-o", "out", "--format", "json"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "elastic-compile: error: --root /nonexistent: not a directory",
+        "elastic-compile: error: --explain prints the resolved spec to standard output; it writes no -o DIR and "
+        "checks nothing",
+        "elastic-compile: error: --explain prints text; --format json is for the manifests",
+    ]
+    assert not Path("out").exists()
+    assert main(["--check", "job.yaml"]) == 2  # red team 23: the spec is missing, not "SPEC" in general
+    assert capsys.readouterr().err == (
+        "elastic-compile: error: --check job.yaml compares what SPEC compiles to with that file: give the spec too "
+        "(elastic-compile SPEC --check job.yaml), or -o DIR to compare a directory\n"
+    )
 
 
 def test_elastic_launch_version() -> None:

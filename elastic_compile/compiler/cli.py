@@ -255,8 +255,11 @@ def _refuse_unknown_command(args_list: Sequence[str]) -> None:
     word = args_list[0] if args_list else ""
     if not word.isidentifier() or os.path.lexists(word):
         return
-    close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]}? " if close else ""
+    if word in _OPTION_WORDS:
+        hint = f"{_OPTION_WORDS[word]} "
+    else:
+        close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
     message = f"{word}: no such command or file; {hint}commands: {', '.join(COMMANDS)}; a spec is a file (elastic.yaml)"
     raise SpecError([Problem("elastic-compile", 0, 0, "usage", message)])
 
@@ -633,7 +636,16 @@ def _compile(ns: argparse.Namespace) -> int:
         ns.specs.insert(0, ns.check)
         ns.check = ""
     if not ns.specs:
-        raise SpecError([Problem("elastic-compile", 0, 0, "usage", "the following arguments are required: SPEC")])
+        if ns.check:
+            # `--check job.yaml` alone: argparse's optional value took the only word.
+            message = (
+                f"--check {ns.check} compares what SPEC compiles to with that file: give the spec too "
+                f"(elastic-compile SPEC --check {ns.check}), or -o DIR to compare a directory"
+            )
+        else:
+            message = "the following arguments are required: SPEC"
+        raise SpecError([Problem("elastic-compile", 0, 0, "usage", message)])
+    _refuse_bad_combinations(ns)
     reporter = Reporter(ns.message_format)
     boundary = output.default_boundary(ns.root)
     found = inputs.collect(ns.specs, boundary.root)
@@ -686,7 +698,12 @@ def _compile(ns: argparse.Namespace) -> int:
         read = list(
             dict.fromkeys([*found.jobs, *found.bases, *(f for c in compiled if c.loaded for f in c.loaded.chain)])
         )
-        files = output.directory_files(compiled, ns.format, nested=found.directories)
+        try:
+            files = output.directory_files(compiled, ns.format, nested=found.directories)
+        except SpecError as e:  # two jobs would share a directory: said, and the run's summary still ends it
+            reporter.problems(e.problems)
+            summary("nothing written")
+            return EXIT_INPUT
         try:
             if ns.check is not None:
                 drift = writer.diff_directory(ns.output, files, boundary=boundary, specs=read)
@@ -716,6 +733,48 @@ def _compile(ns: argparse.Namespace) -> int:
     sys.stdout.write(text)
     summary("printed to standard output")
     return EXIT_OK
+
+
+def _refuse_bad_combinations(ns: argparse.Namespace) -> None:
+    """Options that would be accepted and then do nothing (red team 18, 19): one usage line each, all of them."""
+    from elastic_compile.core.errors import Problem, SpecError
+
+    problems = []
+    if ns.root is not None and not ns.root.is_dir():
+        problems.append(f"--root {ns.root}: not a directory")
+    if ns.explain and (ns.output is not None or ns.check is not None):
+        problems.append("--explain prints the resolved spec to standard output; it writes no -o DIR and checks nothing")
+    if ns.explain and ns.format != "yaml":
+        problems.append(f"--explain prints text; --format {ns.format} is for the manifests")
+    for word in ns.specs:
+        hint = _command_hint(word)
+        if hint is not None:
+            problems.append(hint)
+    if problems:
+        raise SpecError([Problem("elastic-compile", 0, 0, "usage", message) for message in problems])
+
+
+#: Words a user may type for what is an option here, and what to say.
+_OPTION_WORDS = {
+    "explain": "did you mean --explain?",
+    "check": "did you mean --check?",
+    "help": "did you mean --help?",
+    "version": "did you mean --version?",
+    "compile": "compiling needs no command: elastic-compile SPEC.",
+}
+
+
+def _command_hint(word: str) -> str | None:
+    """A word among the specs that names no file and looks like a command (``improt``), with what to type."""
+    import difflib
+
+    if not word.isidentifier() or os.path.lexists(word):
+        return None
+    close = difflib.get_close_matches(word, [*COMMANDS, *_OPTION_WORDS], n=1, cutoff=0.6)
+    if not close:
+        return None
+    hint = _OPTION_WORDS.get(close[0], f"did you mean elastic-compile {close[0]} (a command goes first)?")
+    return f"{word}: no such command or file; {hint} A spec is a file (elastic.yaml)"
 
 
 def _report_drift(drift: Drift, reporter: Reporter) -> int:

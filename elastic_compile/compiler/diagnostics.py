@@ -204,7 +204,8 @@ class Reporter:
         grouped: set[str] = set()
         for problem in held:
             same = by_code[problem.code]
-            if problem.code is None or problem.severity != "warning" or len(same) <= GROUP_AFTER:
+            # A lint under --strict is an error: 300 of them group as 300 warnings do.
+            if problem.code is None or problem.severity not in ("warning", "error") or len(same) <= GROUP_AFTER:
                 self.problem(problem)
             elif problem.code not in grouped:
                 grouped.add(problem.code)
@@ -213,7 +214,11 @@ class Reporter:
     def _group(self, code: str, same: Sequence[Problem]) -> None:
         from elastic_compile.compiler.lint import RULES
 
-        self.warnings += len(same)
+        severity = same[0].severity
+        if severity == "error":
+            self.errors += len(same)
+        else:
+            self.warnings += len(same)
         files = len({p.file for p in same})
         places = ", ".join(f"{p.file}:{p.line}:{p.col}" for p in same[:GROUP_SHOWN])
         more = f" and {len(same) - GROUP_SHOWN} more" if len(same) > GROUP_SHOWN else ""
@@ -221,8 +226,8 @@ class Reporter:
         why = f"; {rule.why}" if rule is not None else ""
         print(
             printable(
-                f"elastic-compile: warning {code}: {len(same)} times in {counted(files, 'file')}: {places}{more}{why} "
-                "(--message-format json lists each)"
+                f"elastic-compile: {severity} {code}: {len(same)} times in {counted(files, 'file')}: "
+                f"{places}{more}{why} (--message-format json lists each)"
             ),
             file=self._out(),
         )

@@ -199,6 +199,15 @@ def doctor_stream(raw: bytes | str, file: str) -> Report:
             problems += examine(loaded, docs)
         else:
             skipped.append(str(kind) if isinstance(kind, str) else "?")
+    spec = next((d for d in docs if isinstance(d.data, dict) and not {"kind", "apiVersion"} & d.data.keys()), None)
+    if jobs == 0 and spec is not None:
+        # An elastic.yaml (no kind, no apiVersion): "nothing to check" and exit 0 would read as a pass.
+        message = (
+            "an elastic.yaml spec, not a manifest: doctor checks jobs written by hand; compile the spec "
+            f"(elastic-compile {file}), or check what it compiles to "
+            f"(elastic-compile {file} | elastic-compile doctor -)"
+        )
+        raise SpecError([spec.problem((), message)])
     return Report(tuple(problems), jobs, tuple(skipped))
 
 

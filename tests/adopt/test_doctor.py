@@ -492,3 +492,15 @@ def test_doctor_agrees_with_the_compiler_on_exit_codes(launcher: str, said: bool
     assert any(w.code == "EC116" for w in lint(compiled.spec, compiled.plan)) == said
     found = doctor.doctor_stream(stream_text([compiled], "yaml"), "job.yaml").problems
     assert [p.message.split(" ")[0] for p in found] == (["DR026"] if said else [])
+
+
+def test_a_spec_is_not_a_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """doctor on an elastic.yaml used to say "nothing to check" and exit 0, which reads as a pass (red team 23)."""
+    spec = tmp_path / "job.elastic.yaml"
+    spec.write_text("name: t\nimage: ghcr.io/x/y:1.0\ncommand: [python, t.py]\n")
+    assert main(["doctor", str(spec)]) == 2
+    assert capsys.readouterr().err == (
+        f"{spec}:1:1: spec: an elastic.yaml spec, not a manifest: doctor checks jobs written by hand; compile the "
+        f"spec (elastic-compile {spec}), or check what it compiles to (elastic-compile {spec} | elastic-compile "
+        "doctor -)\n"
+    )
