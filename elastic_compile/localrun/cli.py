@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -51,7 +52,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn, TextIO
 
 from elastic_compile.core.errors import SpecError, printable
-from elastic_compile.core.loader import load_documents
+from elastic_compile.core.loader import Loaded, load_stream
 from elastic_compile.core.source import MAX_BYTES
 from elastic_compile.localrun import kubeflow
 from elastic_compile.localrun.engine import Engine, emulate_read_only_root, read_only_scratch, working_directory
@@ -251,10 +252,34 @@ class Source:
     directory: Path  # the default working directory of the pods
     others: list[dict[str, Any]] = field(default_factory=list)  # our TrainingRuntime, beside a TrainJob
     config_maps: dict[str, dict[str, Any]] = field(default_factory=dict)  # by name: the pods' volumes
+    #: The documents of a manifest as loaded, to locate what the engine's checks refuse (none for a spec).
+    documents: tuple[Loaded, ...] = ()
 
     def engine(self) -> Engine:
         """The engine that runs :attr:`job`, by its kind."""
         return ENGINES[str(self.job.get("kind"))](self.job, self.label, self.others)
+
+    def located(self, error: Exception) -> SpecError | None:
+        """The engine's refusal (``LABEL: field.path: message`` lines) as located problems, as the
+        compiler's; None when a line names no field the manifest holds (it is then printed as it is)."""
+        from elastic_compile.targets.checks import parse_path
+
+        problems = []
+        for line in str(error).splitlines():
+            where, sep, message = line.removeprefix(f"{self.label}: ").partition(": ")
+            path = parse_path(where) if sep else ()
+            found = next((d for d in self.documents if path and d.locate(path)[2]), None)
+            if found is None:
+                return None
+            given = _GIVEN.search(message)
+            if given is not None:
+                message = message[: given.start()]
+            problems.append(found.problem(path, message, given=given.group(1) if given else None))
+        return SpecError(problems) if problems else None
+
+
+#: The ``(given: X)`` a check's message ends with (the located problem carries it as its own).
+_GIVEN = re.compile(r" \(given: (.*)\)$")
 
 
 #: The engines run emulates, by the kind of job each runs.
@@ -264,21 +289,22 @@ _JOB_KINDS = tuple(ENGINES)
 _BESIDE_KINDS = ("TrainingRuntime", "ConfigMap")
 
 
-def _jobs(raw: bytes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
-    """The jobs (PyTorchJobs, TrainJobs) and the other documents (TrainingRuntimes, ConfigMaps)
-    in a YAML stream; None when it holds no job (then it is a spec).
+def _jobs(raw: bytes, label: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Loaded]] | None:
+    """The jobs (PyTorchJobs, TrainJobs), the other documents (TrainingRuntimes, ConfigMaps) and
+    every document as loaded, of a YAML stream; None when it holds no job (then it is a spec).
 
     Text that is not valid YAML is left to the compiler, whose loader reports it with a
     line and column.
     """
     try:
         # The loader's limits (aliases, depth, size, tags) hold for manifests too.
-        docs = load_documents(raw, "<manifest>", max_depth=160)
+        loaded = load_stream(raw, label, max_depth=160)
     except (SpecError, UnicodeDecodeError):
         return None
+    docs = [d.data for d in loaded]
     jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") in _JOB_KINDS]
     others = [d for d in docs if isinstance(d, dict) and d.get("kind") in _BESIDE_KINDS]
-    return (jobs, others) if jobs else None
+    return (jobs, others, loaded) if jobs else None
 
 
 def load_source(source: str, stdin: IO[bytes] | None = None, reporter: Reporter | None = None) -> Source:
@@ -303,7 +329,7 @@ def load_source(source: str, stdin: IO[bytes] | None = None, reporter: Reporter 
         label, directory = source, path.resolve().parent
     if len(raw) > MAX_BYTES:
         raise RunError(f"{label}: the file is larger than {MAX_BYTES} bytes")
-    found = _jobs(raw)
+    found = _jobs(raw, label)
     if found is None:
         # A file is compiled as a file, so that its bases (extends:) are found beside it.
         compiled = compile_text(raw, label) if source == "-" else compile_path(source)
@@ -315,14 +341,15 @@ def load_source(source: str, stdin: IO[bytes] | None = None, reporter: Reporter 
         found = (
             [d for d in docs if d.get("kind") in _JOB_KINDS],
             [d for d in docs if d.get("kind") in _BESIDE_KINDS],
+            [],  # the compiler has checked what it emits
         )
-    jobs, others = found
+    jobs, others, documents = found
     config_maps = {str((d.get("metadata") or {}).get("name")): d for d in others if d.get("kind") == "ConfigMap"}
     if len(jobs) > 1:
         names = ", ".join(f"{j.get('kind')} {(j.get('metadata') or {}).get('name')}" for j in jobs)
         raise RunError(f"{label}: {len(jobs)} jobs ({names}); run takes one")
     beside = [d for d in others if d.get("kind") != "ConfigMap"]
-    return Source(jobs[0], label, directory, beside, config_maps)
+    return Source(jobs[0], label, directory, beside, config_maps, tuple(documents))
 
 
 def dry_run_view(pods: Sequence[LocalPod], workdir: Path, notes: Sequence[str]) -> dict[str, Any]:
@@ -364,7 +391,13 @@ def _main(argv: Sequence[str], out: TextIO, err: TextIO, mounts: Path) -> int:
             opts = parse_args(argv)
             source = load_source(opts.source, reporter=reporter)
             engine = source.engine()
-            engine.check()
+            try:
+                engine.check()
+            except (RunError, kubeflow.ManifestError) as e:
+                located = source.located(e)  # at the field, as the compiler's errors (red team 16)
+                if located is not None:
+                    raise located from None
+                raise
             gpus = local_gpus()
             network = None if opts.dry_run or opts.host_network else _loopback_network()
             # In the private network no port is taken; in the host's, a busy rendezvous port moves.

@@ -314,3 +314,17 @@ def test_errors_and_lints_in_the_message_format(tmp_path: Path, capsys: pytest.C
     code, _view, err = _dry(capsys, str(lint), "--message-format", "json")
     warnings = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert code == 0 and [(w["code"], w["line"]) for w in warnings] == [("EC102", 4)], err
+
+
+def test_a_manifest_the_engine_refuses_is_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Red team 16: the operator's rules refuse at the manifest's line, as the compiler's errors are located."""
+    job = _compiled(capsys)
+    job["spec"]["elasticPolicy"]["minReplicas"] = 5
+    bad = tmp_path / "hj.yaml"
+    bad.write_text(yaml.safe_dump(job, sort_keys=False))
+    code, _view, err = _dry(capsys, str(bad))
+    lines = bad.read_text().splitlines()
+    policy = next(i for i, line in enumerate(lines) if line.strip() == "elasticPolicy:")
+    assert code == 2
+    assert err.startswith(f"{bad}:{policy + 2}:5: spec.elasticPolicy: minReplicas 5 is above maxReplicas 2"), err
+    assert len(err.splitlines()) == 1
