@@ -222,5 +222,8 @@ def test_hook_args_as_documented(tmp_path: Path, hook: dict[str, object]) -> Non
     (tmp_path / "deploy" / "base" / "pytorchjob.yaml").write_text("edited: by hand\n", encoding="utf-8")
     stale = _run(*args, cwd=tmp_path)
     assert stale.returncode == 1
-    # GitHub's annotation for the drift (the diff itself stays on stdout)
-    assert stale.stderr == ("::error title=stale::the files on disk are stale; rerun without --check to update them\n")
+    # GitHub's annotation for the drift, on the stale file (the diff itself stays on stdout)
+    assert stale.stderr == (
+        "::error file=deploy/base/pytorchjob.yaml,line=1,col=1,title=stale::stale: a write would change it from line "
+        "1; rerun without --check to update it\n"
+    )
