@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from elastic_compile.core import names
 from elastic_compile.core.loader import dotted
+from elastic_compile.core.merge import PATCH
 from elastic_compile.core.quantity import is_quantity, parse_quantity, quantity_value
 from elastic_compile.core.resources import (
     HUGEPAGES_PREFIX,
@@ -593,6 +594,8 @@ def _pod_names(pod: Mapping[str, Any], loc: Loc, problems: Problems) -> None:
     # ValidateNodeSelector: label keys and values (seen refused by kube-apiserver 1.37 in a PodTemplate).
     selector = pod.get("nodeSelector")
     for key, value in selector.items() if isinstance(selector, dict) else ():
+        if key == PATCH:  # a merge directive left by a refused extends: merge.py reports it, not as a label
+            continue
         why = qualified_name_problem(key)
         if why is not None:
             problems.append(((*loc, "nodeSelector", key, "[key]"), "not a label key: " + why.partition(": ")[2]))

@@ -559,9 +559,12 @@ def test_run_refuses_a_manifest_the_api_server_would_reject(tmp_path: Path) -> N
     manifest.write_text(yaml.safe_dump(job))
     result = run_cli(manifest, "--dry-run")
     assert result.status == 2 and result.out == ""
+    lines = manifest.read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if text.strip() == "imagePullPolicy: always")
+    column = lines[line - 1].index("always") + 1
     assert result.err == (
-        f"elastic-compile run: error: {manifest}: spec.pytorchReplicaSpecs.Worker.template.spec.containers[0]"
-        ".imagePullPolicy: must be one of Always, IfNotPresent or Never; did you mean Always?\n"
+        f"{manifest}:{line}:{column}: spec.pytorchReplicaSpecs.Worker.template.spec.containers[0]"
+        ".imagePullPolicy: must be one of Always, IfNotPresent or Never; did you mean Always? (given: always)\n"
     )
 
 
