@@ -543,6 +543,8 @@ class _Builder:
         self.chars = 0  # characters of every scalar and key built so far, aliases included
         # Those of the documents of a stream before this one (see start_document).
         self.stream_count = self.stream_chars = 0
+        # What this document may reach: its own bound, or less where the stream's total is near.
+        self.value_limit, self.char_limit = max_values, max_chars
         self.active: set[int] = set()  # collections being built, to catch recursive aliases
 
     def _problem(self, node: Node, message: str, given: str | None = None) -> None:
@@ -554,6 +556,8 @@ class _Builder:
         self.stream_count += self.count
         self.stream_chars += self.chars
         self.count = self.chars = 0
+        self.value_limit = min(self.max_values, MAX_STREAM_VALUES - self.stream_count)
+        self.char_limit = min(self.max_chars, MAX_STREAM_EXPANDED_CHARS - self.stream_chars)
 
     def build(self, node: Node, depth: int = 1) -> Any:
         """The value of ``node``, at ``depth`` in the document (the root's is 1)."""
@@ -564,9 +568,9 @@ class _Builder:
             self._problem(node, "a recursive alias (an anchor used inside itself) is not allowed")
             return None
         self.count += 1
-        if self.count > self.max_values:
-            raise _LoadLimit(_too_many_values(self.max_values), node)
-        if self.stream_count + self.count > MAX_STREAM_VALUES:
+        if self.count > self.value_limit:  # one comparison per value: the stream's total is in the limit
+            if self.count > self.max_values:
+                raise _LoadLimit(_too_many_values(self.max_values), node)
             raise _LoadLimit(f"the stream expands to more than {MAX_STREAM_VALUES} values", node)
         if self.max_depth is not None and depth > self.max_depth:
             raise _Beyond
@@ -591,9 +595,9 @@ class _Builder:
 
     def _count_chars(self, node: Node, text: str) -> None:
         self.chars += len(text)
-        if self.chars > self.max_chars:
-            raise _LoadLimit(_too_many_chars(self.max_chars), node)
-        if self.stream_chars + self.chars > MAX_STREAM_EXPANDED_CHARS:
+        if self.chars > self.char_limit:
+            if self.chars > self.max_chars:
+                raise _LoadLimit(_too_many_chars(self.max_chars), node)
             raise _LoadLimit(f"the stream expands to more than {MAX_STREAM_EXPANDED_CHARS} characters", node)
 
     def _scalar(self, node: ScalarNode) -> Any:
