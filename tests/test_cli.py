@@ -114,8 +114,10 @@ def test_internal_errors_are_one_line_without_debug(tmp_path: Path, capsys: pyte
     assert main([EXAMPLE, "--templates", str(templates)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pytorchjob.yaml.j2" in err and "not valid YAML" in err
-    with pytest.raises(Exception, match="not valid YAML"):
-        main([EXAMPLE, "--templates", str(templates), "--debug"])
+    # --debug adds the traceback and keeps the exit code (red-team item 13).
+    assert main([EXAMPLE, "--templates", str(templates), "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and err.endswith("\n") and "not valid YAML" in err.splitlines()[-1]
 
 
 def test_explain_names_sources(capsys: pytest.CaptureFixture[str]) -> None:

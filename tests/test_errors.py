@@ -168,17 +168,18 @@ def test_error_in_its_own_process(case: str, one_process_each: dict[str, subproc
 # --------------------------------------------------------------------------- around the messages
 
 
-def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
-    """--debug is for us: the SpecError propagates with its traceback instead of the short lines."""
+def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--debug is for us: the traceback, then the same lines and the same exit code (red-team item 13)."""
     monkeypatch.chdir(REPO)
-    with pytest.raises(SpecError) as info:
-        main([rel("nnodes-zero"), "--debug"])
-    assert str(info.value) == expected_stderr("nnodes-zero").rstrip("\n")
+    assert main([rel("nnodes-zero"), "--debug"]) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and "SpecError" in err
+    assert err.endswith(expected_stderr("nnodes-zero"))
 
 
 def test_debug_in_a_process() -> None:
     run = _cli(rel("duplicate-key"), "--debug")
-    assert run.returncode != 0
+    assert run.returncode == EXIT_INPUT
     assert run.stdout == b""
     assert b"Traceback" in run.stderr
     assert b"SpecError" in run.stderr

@@ -181,19 +181,20 @@ def _main(args_list: list[str]) -> int:
             code = _command(args_list)
         sys.stdout.flush()  # a reader that is gone shows here, not after the exit code is decided
         return code
+    # --debug adds the traceback and changes nothing else: bad input still exits 2, a bug 3.
     except SpecError as e:
         if debug:
-            raise
+            _traceback()
         _reporter(args_list).problems(e.problems)
         return EXIT_INPUT
     except CompileError as e:
         if debug:
-            raise
+            _traceback()
         _reporter(args_list).error(str(e))
         return EXIT_INPUT
     except Exception as e:
         if debug:
-            raise
+            _traceback()
         if isinstance(e, BrokenPipeError) and _reader_gone():
             _end_by_sigpipe()
         if isinstance(e, OSError) and isinstance(sys.stdout, _ClosedOutput):
@@ -217,6 +218,12 @@ def _main(args_list: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _traceback() -> None:
+    import traceback  # only under --debug: not worth its import time on every run
+
+    traceback.print_exc(file=sys.stderr)
 
 
 def _command(args_list: list[str]) -> int:

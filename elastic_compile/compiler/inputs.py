@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from elastic_compile.core import safefs
+from elastic_compile.core import safefs, source
 from elastic_compile.core.errors import Problem
 
 #: A spec's file name (the pre-commit hook's ``files:`` pattern, on a name).
@@ -140,35 +140,28 @@ def collect(args: Sequence[str], boundary: Path) -> Inputs:
     inputs = Inputs()
     walk = _Walk(inputs, Path(os.path.realpath(boundary)))
     for arg in args:
-        if arg != "-" and os.path.isdir(arg):
+        if (refusal := refused(arg, boundary)) is not None:
+            # A directory as much as a file: a link out of the tree is refused by name, never walked.
+            inputs.problems.append(refusal)
+        elif arg != "-" and os.path.isdir(arg):
             inputs.directories = True
             walk.directory(arg)
-        elif (refusal := refused(arg, boundary)) is not None:
-            inputs.problems.append(refusal)
         else:
             walk.add(arg)
     return inputs
 
 
 def refused(path: str, boundary: Path) -> Problem | None:
-    """Why the file ``path`` named on the command line is not read, or None (``-`` is standard input).
+    """Why the file or directory ``path`` named on the command line is not read, or None.
 
-    A file inside ``boundary`` as written that a link on its way leads out of: a spec or a
-    manifest in the tree that a pull request turned into a link to a file outside. It is
-    never opened, so nothing of it (a first line an error would quote) is shown. A path
-    outside the boundary as written is the command's own choice, and is read. Compiling,
-    ``import`` and ``doctor`` all ask this.
+    The one check every command makes (:func:`elastic_compile.core.source.refused`): a path
+    inside ``boundary`` as written that a link on its way leads out of is never opened.
     """
-    if path == "-":
-        return None
-    root = Path(os.path.realpath(boundary))
-    if safefs.inside(Path(os.path.abspath(path)), root) and not safefs.inside(Path(os.path.realpath(path)), root):
-        return Problem(path, 1, 1, "spec", _leads_out(root))
-    return None
+    return source.refused(path, boundary)
 
 
 def _leads_out(root: Path) -> str:
-    return f"a symbolic link that leads outside {safefs.display(root)}; not followed"
+    return source.leads_out(root)
 
 
 __all__ = [

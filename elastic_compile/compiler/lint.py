@@ -15,8 +15,6 @@ the compiler decided, e.g. whether the pod gets a memory-backed /dev/shm).
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import re
 import sys
 import unicodedata
@@ -29,6 +27,16 @@ from elastic_compile import contract
 from elastic_compile.core.errors import Problem, SpecError, show_given
 from elastic_compile.core.loader import Loaded, dotted
 from elastic_compile.core.quantity import is_quantity, parse_quantity
+from elastic_compile.core.secrets import (  # noqa: F401  (_SECRET_SHAPES: the rules' table, read by tests)
+    _REFERENCE,
+    _SECRET_SHAPES,
+    MIN_SECRET_CHARS,
+    MIN_SECRET_ENTROPY,
+    NEXT_TO_NAME,
+    secret_kind,
+    secret_like,
+    secret_shape,
+)
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.schema.models import is_operator_env
 from elastic_compile.targets.launcher import TORCHRUN_EXIT_CODES, exit_codes_lost
@@ -156,12 +164,6 @@ RULES: dict[str, Rule] = {
 # is 900 s for the same reason; flytekit uses 900).
 MIN_MULTINODE_JOIN_TIMEOUT = 300
 
-# Env names that look like secrets: a word of the name (split on _ . -) is KEY/KEYS or
-# ends with one of these (HFTOKEN, APIKEY). Whole-word matching keeps MONKEY_COUNT,
-# KEYBOARD and TOKENIZERS_PARALLELISM (Hugging Face, set in most training images) out.
-_SECRET_WORDS = ("TOKEN", "PASSWORD", "PASSWD", "SECRET", "APIKEY", "ACCESSKEY", "CREDENTIAL")
-_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+")
-
 
 @dataclass(frozen=True)
 class Lint:
@@ -199,7 +201,10 @@ def lint(spec: ElasticSpec, plan: Plan) -> list[Lint]:
     found: list[Lint] = []
     for check in _CHECKS:
         found.extend(check(spec, plan))
-    return found
+    # A value EC107 judges a secret (by shape or by its name) is shown by no other lint either
+    # (EC112, EC113 would quote it), even when EC107 itself is silenced.
+    secret = {f.path for f in found if f.hide_value}
+    return [dataclasses.replace(f, hide_value=True) if f.path in secret else f for f in found]
 
 
 def known(code: str) -> bool:
@@ -510,14 +515,6 @@ def _cpu(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
         return  # the request decides scheduling; the limit matters only without one
 
 
-def secret_like(name: str) -> bool:
-    """True when an env name looks like it holds a secret (API_TOKEN, DB_PASSWORD, AWS_SECRET_ACCESS_KEY)."""
-    for word in _WORD_SPLIT.split(name.upper()):
-        if word in ("KEY", "KEYS") or any(word.endswith((m, m + "S")) for m in _SECRET_WORDS):
-            return True
-    return False
-
-
 def _named_secret(path: Path, name: str, value: Any) -> Iterator[Lint]:
     """EC107 for one env variable: a secret-like name with a literal value, or a secret-shaped value."""
     if not isinstance(value, str) or not value or _REFERENCE.match(value):
@@ -687,9 +684,9 @@ _INVISIBLE = frozenset(
 )
 #: A value longer than this is hard to review in a diff (it wraps or is cut off).
 MAX_REVIEWABLE_CHARS = 1024
-#: A run of this many blanks can push the rest of a line out of a reviewer's view.
+#: Blanks this many columns wide (beyond the visible text between them) can push the rest of a
+#: line out of a reviewer's view.
 MAX_BLANK_RUN = 32
-_BLANK_RUN = re.compile(rf"[ \t]{{{MAX_BLANK_RUN},}}")
 # A line break followed by what reads as another YAML entry, key or comment.
 _FAKE_ENTRY = re.compile(r"[\n\r\u0085\u2028\u2029][ \t]*(?:- |#|[\w.$/-]+:(?:[ \t]|$))")
 
@@ -735,11 +732,50 @@ _BLANK_NAMES = (" BLANK", " FILLER")
 
 
 def _blank_run(text: str) -> bool:
-    """Whether ``text`` holds :data:`MAX_BLANK_RUN` blank-looking characters in a row (tabs count)."""
-    if not text.isascii():
-        blanks = {ord(c): " " for c in set(text) if not c.isascii() and looks_blank(c)}
-        text = text.translate(blanks)
-    return _BLANK_RUN.search(text) is not None
+    """Whether blanks push text :data:`MAX_BLANK_RUN` or more columns further right than visible text explains.
+
+    Judged on each line by columns, not by the longest run of blanks: runs of 31 blanks
+    broken by one character (a faint dot, a glyph that prints as nothing) add up. Each blank
+    adds its width (a tab reaches the next multiple of 8, an ideographic space is 2), each
+    character a reviewer sees takes one away, and one whose look Unicode does not settle (a
+    combining or formatting character, a symbol outside ASCII, an unassigned or private one)
+    neither adds nor takes: the rule fires when some stretch of one line gains
+    ``MAX_BLANK_RUN`` (the largest sum of a stretch, found in one pass).
+    """
+    if text.isascii() and "\t" not in text and "  " not in text:
+        return False  # single spaces between visible characters never gain (nearly every value)
+    best = gain = column = 0
+    for char in text:
+        if char in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029":
+            gain = column = 0  # blanks on another line push nothing on this one
+            continue
+        width = _columns(char, column)
+        column += width
+        weight = width if char == "\t" or looks_blank(char) else _visible(char)
+        gain = max(0, gain + weight)
+        best = max(best, gain)
+        if best >= MAX_BLANK_RUN:
+            return True
+    return False
+
+
+def _columns(char: str, column: int) -> int:
+    """The columns ``char`` takes at ``column`` on a terminal: tab stops every 8, wide characters 2."""
+    if char == "\t":
+        return 8 - column % 8
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def _visible(char: str) -> int:
+    """-1 for a character a reviewer sees; 0 for one whose look Unicode does not settle."""
+    if char.isascii():
+        return -1
+    category = unicodedata.category(char)
+    if category[0] in "LNP" and category != "Lm":
+        return -1
+    return 0  # marks, formats, symbols (U+1D159 MUSICAL SYMBOL NULL NOTEHEAD prints as nothing), Co, Cn
 
 
 def code_point(char: str) -> str:
@@ -764,7 +800,9 @@ def text_lints(path: Path, text: str, *, key: bool = False) -> Iterator[Lint]:
     if len(text) > MAX_REVIEWABLE_CHARS:
         yield Lint("EC113", path, f"{what} is {len(text)} characters long (over {MAX_REVIEWABLE_CHARS})", subject=text)
     elif _blank_run(text):
-        yield Lint("EC113", path, f"{what} holds a run of {MAX_BLANK_RUN} or more blanks", subject=text)
+        yield Lint(
+            "EC113", path, f"{what} has blanks that push text {MAX_BLANK_RUN} or more columns right", subject=text
+        )
     if _FAKE_ENTRY.search(text):
         yield Lint("EC113", path, f"{what} spans lines, and a later line reads like another YAML entry", subject=text)
 
@@ -795,83 +833,16 @@ def _hidden_text(spec: ElasticSpec, plan: Plan) -> Iterator[Lint]:
 
 # --------------------------------------------------------------------------- secrets by value
 
-# A reference the kubelet expands ($(VAR)) or a shell does (${VAR}, $VAR) is not a secret.
-_REFERENCE = re.compile(r"^\$(?:\([A-Za-z_][A-Za-z0-9_]*\)|\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
-# Shapes that are secrets wherever they appear, each with what the warning calls it.
-_SECRET_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("a private key (PEM)", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")),
-    ("a JSON Web Token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
-    ("a URL with a password", re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:(?!\$\(|\$\{)[^\s/@]+@")),
-    ("a bearer or basic credential", re.compile(r"\b(?:Bearer|Basic|token)\s+[A-Za-z0-9._~+/-]{16,}=*")),
-    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
-    ("a GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
-    ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("a webhook URL", re.compile(r"https://(?:hooks\.slack\.com/services|discord(?:app)?\.com/api/webhooks)/\S+")),
-    ("an API key (sk-)", re.compile(r"\b(?:sk|rk)[-_](?:live_|test_|proj-|ant-)?[A-Za-z0-9_-]{20,}")),
-    ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("a package registry token", re.compile(r"\b(?:npm_[A-Za-z0-9]{36}|pypi-AgE[A-Za-z0-9_-]{50,})")),
-)
 # Names a secret goes by when it sits next to one: --api-key VALUE, --token=VALUE,
 # an annotation key, a JSON key.
 _SECRET_FLAG = re.compile(r"^--?([A-Za-z][A-Za-z0-9_.-]*)(?:=(.*))?$", re.DOTALL)
-#: Bits of entropy per character above which a string next to a secret-like name is a secret.
-MIN_SECRET_ENTROPY = 3.0
-MIN_SECRET_CHARS = 12
-
-
-def _entropy(text: str) -> float:
-    counts: dict[str, int] = {}
-    for char in text:
-        counts[char] = counts.get(char, 0) + 1
-    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
-
-
-def _random_looking(text: str) -> bool:
-    return (
-        len(text) >= MIN_SECRET_CHARS
-        and not any(c.isspace() for c in text)
-        and not _REFERENCE.match(text)
-        and _entropy(text) >= MIN_SECRET_ENTROPY
-    )
-
-
-def secret_shape(text: str) -> str | None:
-    """What secret ``text`` looks like (a PEM key, a JWT, ...), or None."""
-    for kind, pattern in _SECRET_SHAPES:
-        if pattern.search(text):
-            return kind
-    stripped = text.strip()
-    if stripped.startswith("{") and len(stripped) <= 1 << 20:
-        try:
-            data = json.loads(stripped)
-        except ValueError:
-            return None
-        for key, value in _json_fields(data):
-            if secret_like(key) and (_random_looking(value) or secret_shape(value) is not None):
-                return f"JSON with a {json.dumps(key)} field"
-    return None
-
-
-def _json_fields(node: Any) -> Iterator[tuple[str, str]]:
-    """Every ``(key, string value)`` pair in parsed JSON, at any depth."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if isinstance(value, str):
-                yield str(key), value
-            else:
-                yield from _json_fields(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _json_fields(item)
 
 
 def secret_lints(path: Path, text: str, *, name: str | None = None) -> Iterator[Lint]:
     """EC107 for one literal string; ``name`` is what it is assigned to (a flag, an annotation key)."""
-    kind = secret_shape(text)
-    if kind is None and name is not None and secret_like(name) and _random_looking(text):
-        kind = f"a secret next to {show_given(name)}"
+    kind = secret_kind(text, name)
+    if kind == NEXT_TO_NAME:
+        kind = f"a secret next to {show_given(str(name))}"
     if kind is not None:
         yield Lint("EC107", path, f"a literal value that looks like {kind} (not shown)", True, text)
 

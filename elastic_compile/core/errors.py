@@ -7,8 +7,11 @@ catalogue in ``tests/errors/``.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from elastic_compile.core import secrets
 
 MAX_PROBLEMS = 50  # reported per run; the rest are counted
 
@@ -28,9 +31,27 @@ def printable(text: str, keep: str = "") -> str:
     return "".join(c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def _looks_empty(char: str) -> bool:
+    """A printable character that shows as nothing or as blank (U+3164 HANGUL FILLER, U+2800, a mark)."""
+    if char.isascii():
+        return False
+    if char.isspace() or unicodedata.category(char) in ("Mn", "Me", "Cf", "Co", "Cn"):
+        return True
+    return unicodedata.name(char, "").endswith((" BLANK", " FILLER"))
+
+
 def show_given(value: str) -> str:
-    """Render a user value for the ``(given: X)`` suffix on a single short line."""
-    text = value.encode("unicode_escape").decode("ascii") if not value.isprintable() else value
+    """Render a user value for the ``(given: X)`` suffix on a single short line.
+
+    A value that EC107 would judge a secret (:func:`secrets.secret_kind`) is never shown,
+    whatever the error or lint: only what it looks like. A value holding a character that
+    shows as nothing (``a\u3164b``: a label that reads ``a b``) is shown escaped.
+    """
+    kind = secrets.secret_kind(value)
+    if kind is not None:
+        return f"<{kind}, not shown>"
+    hidden = not value.isprintable() or (not value.isascii() and any(map(_looks_empty, value)))
+    text = value.encode("unicode_escape").decode("ascii") if hidden else value
     if len(text) > _GIVEN_MAX:
         text = text[: _GIVEN_MAX - 3] + "..."
     return text if text.strip() else repr(value)

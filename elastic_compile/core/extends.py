@@ -97,7 +97,7 @@ class Resolver:
         self._bases: dict[str, _Base] = {}
 
     def _named(self, path: str | Path) -> Loaded:
-        raw, file = read_input(path)
+        raw, file = read_input(path, boundary=self.boundary.root)
         return load_text(raw, file)
 
     def load(self, path: str | Path) -> tuple[Loaded, list[Problem]]:

@@ -52,6 +52,12 @@ MAX_VALUES = 20_000  # bounds the nodes parsed and the values built (alias expan
 # repeats its anchor's text for free, so 19,000 aliases of one 50 KB string would stay
 # under MAX_VALUES yet expand to ~950 million characters for later stages to copy.
 MAX_EXPANDED_CHARS = 8 * 1024 * 1024
+# A stream of manifests (``kubectl kustomize`` output given to doctor, import or run) holds each
+# document to the bounds above, and all of them together to these: 440 compiled PyTorchJobs
+# (examples/cpu-ddp.yaml, 935 KB) are 39,000 values; without this, a stream of small alias
+# bombs would multiply the bounds of one document by its number of documents.
+MAX_STREAM_VALUES = 100_000
+MAX_STREAM_EXPANDED_CHARS = 2 * MAX_EXPANDED_CHARS
 # An integer's characters, at most: Python refuses int() of more than 4300 digits, and no
 # spec value needs 100. Every reader (the builder, libyaml's events, JSON) holds to it.
 _MAX_NUMBER_CHARS = 100
@@ -182,6 +188,13 @@ class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
         self._chars = 0
         self._max_chars = max_chars
         self._sizes: dict[int, tuple[int, int]] = {}  # id(node) -> its expanded (values, characters)
+
+    def compose_document(self) -> Node | None:
+        # The bounds hold for each document of a stream (the builder bounds the stream's total).
+        self._nodes = self._values = self._chars = 0
+        self._sizes = {}  # anchors do not outlive their document
+        node: Node | None = super().compose_document()
+        return node
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         self._depth += 1
@@ -528,11 +541,23 @@ class _Builder:
         self.problems: list[Problem] = []
         self.count = 0
         self.chars = 0  # characters of every scalar and key built so far, aliases included
+        # Those of the documents of a stream before this one (see start_document).
+        self.stream_count = self.stream_chars = 0
+        # What this document may reach: its own bound, or less where the stream's total is near.
+        self.value_limit, self.char_limit = max_values, max_chars
         self.active: set[int] = set()  # collections being built, to catch recursive aliases
 
     def _problem(self, node: Node, message: str, given: str | None = None) -> None:
         mark = node.start_mark
         self.problems.append(Problem(self.file, mark.line + 1, mark.column + 1, "yaml", message, given))
+
+    def start_document(self) -> None:
+        """Bound the next document of a stream on its own, and the stream by its total."""
+        self.stream_count += self.count
+        self.stream_chars += self.chars
+        self.count = self.chars = 0
+        self.value_limit = min(self.max_values, MAX_STREAM_VALUES - self.stream_count)
+        self.char_limit = min(self.max_chars, MAX_STREAM_EXPANDED_CHARS - self.stream_chars)
 
     def build(self, node: Node, depth: int = 1) -> Any:
         """The value of ``node``, at ``depth`` in the document (the root's is 1)."""
@@ -543,8 +568,10 @@ class _Builder:
             self._problem(node, "a recursive alias (an anchor used inside itself) is not allowed")
             return None
         self.count += 1
-        if self.count > self.max_values:
-            raise _LoadLimit(_too_many_values(self.max_values), node)
+        if self.count > self.value_limit:  # one comparison per value: the stream's total is in the limit
+            if self.count > self.max_values:
+                raise _LoadLimit(_too_many_values(self.max_values), node)
+            raise _LoadLimit(f"the stream expands to more than {MAX_STREAM_VALUES} values", node)
         if self.max_depth is not None and depth > self.max_depth:
             raise _Beyond
         tag = node.tag
@@ -568,8 +595,10 @@ class _Builder:
 
     def _count_chars(self, node: Node, text: str) -> None:
         self.chars += len(text)
-        if self.chars > self.max_chars:
-            raise _LoadLimit(_too_many_chars(self.max_chars), node)
+        if self.chars > self.char_limit:
+            if self.chars > self.max_chars:
+                raise _LoadLimit(_too_many_chars(self.max_chars), node)
+            raise _LoadLimit(f"the stream expands to more than {MAX_STREAM_EXPANDED_CHARS} characters", node)
 
     def _scalar(self, node: ScalarNode) -> Any:
         """A scalar's value, its characters counted already (:meth:`build`)."""
@@ -848,18 +877,21 @@ def load_stream(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_
     """Every document of a YAML stream (``---`` separated), each with its node tree.
 
     For manifests from elsewhere (a ``kubectl kustomize`` output given to ``run``,
-    ``import`` or ``doctor``): the alias, depth, size and tag limits hold across the whole
-    stream, and every problem is located. Empty documents are skipped.
+    ``import`` or ``doctor``): the alias, depth and tag limits hold for each document, the
+    stream's size and its total values and characters (:data:`MAX_STREAM_VALUES`,
+    :data:`MAX_STREAM_EXPANDED_CHARS`) for the whole stream; every problem is located.
+    Empty documents are skipped.
     """
     text = _decoded(raw, file, max_bytes, "yaml")
 
     def read(composer: Any) -> tuple[list[Loaded], _Builder]:
-        # One for the stream: its bounds hold across the documents.
+        # One for the stream: each document is bounded alone, the stream by its total.
         builder = _Builder(file, max_depth=composer.unchecked_depth)
         docs = []
         while composer.check_node():
             node = composer.get_node()
             if node is not None:
+                builder.start_document()
                 docs.append(Loaded(file, builder.build(node), node))
         return docs, builder
 

@@ -1,25 +1,58 @@
-"""Reading an input named on the command line: its bytes, bounded."""
+"""Reading an input named on the command line: its bytes, bounded, never through a link out of the tree.
+
+Every command that reads a file the user named (compiling, ``doctor``, ``import``, ``run``)
+reads it here, so they all refuse the same thing: a path inside the boundary as written that
+a symbolic link on its way leads out of (a spec or manifest in the repository that a pull
+request turned into a link to ``~/.git-credentials``). It is never opened, so nothing of it
+(the first line an error would quote) is shown. A path outside the boundary as written is
+the command's own choice, and is read.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Final
 
+from elastic_compile.core import safefs
 from elastic_compile.core.errors import Problem, SpecError
 
 #: The most bytes of one spec we read: a spec is tens of lines; anything near this is an accident or an attack.
 MAX_BYTES: Final = 1024 * 1024
 
 
-def read_input(path: str | Path, max_bytes: int = MAX_BYTES) -> tuple[bytes, str]:
+def leads_out(root: Path) -> str:
+    """The message for a named path that a link leads out of ``root`` (never the link's target)."""
+    return f"a symbolic link that leads outside {safefs.display(root)}; not followed"
+
+
+def refused(path: str | Path, boundary: Path | None = None) -> Problem | None:
+    """Why the file or directory ``path`` named on the command line is not read, or None.
+
+    ``boundary``: the git working tree the command runs in (or ``--root``); default
+    :func:`safefs.work_tree`. ``-`` (standard input) is never refused.
+    """
+    if str(path) == "-":
+        return None
+    root = Path(os.path.realpath(boundary if boundary is not None else safefs.work_tree()))
+    if safefs.inside(Path(os.path.abspath(path)), root) and not safefs.inside(Path(os.path.realpath(path)), root):
+        return Problem(str(path), 1, 1, "spec", leads_out(root))
+    return None
+
+
+def read_input(path: str | Path, max_bytes: int = MAX_BYTES, boundary: Path | None = None) -> tuple[bytes, str]:
     """The bytes of ``path`` (``-``: standard input, named ``<stdin>``), at most ``max_bytes`` + 1 of them.
 
     One byte more than the limit is read so that the loaders can say the input is too
-    large without reading all of it.
+    large without reading all of it. Raises ``SpecError`` for a path :func:`refused`
+    (``boundary`` as there) or one that cannot be read.
     """
     if str(path) == "-":
         return sys.stdin.buffer.read(max_bytes + 1), "<stdin>"
+    refusal = refused(path, boundary)
+    if refusal is not None:
+        raise SpecError([refusal])
     try:
         with Path(path).open("rb") as f:
             return f.read(max_bytes + 1), str(path)
@@ -27,4 +60,4 @@ def read_input(path: str | Path, max_bytes: int = MAX_BYTES) -> tuple[bytes, str
         raise SpecError([Problem(str(path), 1, 1, "spec", f"cannot read the file: {e.strerror}")]) from e
 
 
-__all__ = ["MAX_BYTES", "read_input"]
+__all__ = ["MAX_BYTES", "leads_out", "read_input", "refused"]

@@ -53,7 +53,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn, TextIO
 
 from elastic_compile.core.errors import SpecError, printable
 from elastic_compile.core.loader import Loaded, load_stream
-from elastic_compile.core.source import MAX_BYTES
+from elastic_compile.core.source import MAX_BYTES, read_input
 from elastic_compile.localrun import kubeflow
 from elastic_compile.localrun.engine import Engine, emulate_read_only_root, read_only_scratch, working_directory
 from elastic_compile.localrun.job import Job, summary
@@ -320,13 +320,9 @@ def load_source(source: str, stdin: IO[bytes] | None = None, reporter: Reporter 
         raw = (stdin or sys.stdin.buffer).read(MAX_BYTES + 1)
         label, directory = "<stdin>", Path.cwd()
     else:
-        path = Path(source)
-        try:
-            with path.open("rb") as f:
-                raw = f.read(MAX_BYTES + 1)  # /dev/zero or a 10 GB file: never more than the limit
-        except OSError as e:
-            raise RunError(f"{source}: {e.strerror or e}") from None
-        label, directory = source, path.resolve().parent
+        # The reader compiling, doctor and import use: bounded, and never through a link out of the tree.
+        raw, label = read_input(source)
+        directory = Path(source).resolve().parent
     if len(raw) > MAX_BYTES:
         raise RunError(f"{label}: the file is larger than {MAX_BYTES} bytes")
     found = _jobs(raw, label)

@@ -52,7 +52,7 @@ from typing import Any, Final
 
 from elastic_compile.core.loader import dotted
 from elastic_compile.core.pattern import pattern_matches
-from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity
+from elastic_compile.core.quantity import OUT_OF_RANGE, QUANTITY_PATTERN, is_quantity, out_of_range
 
 #: Where the compact schemas live (package data).
 COMPACT_DIR: Final = Path(__file__).with_name("compact")
@@ -350,7 +350,9 @@ WEBHOOK_DECODED: Final = frozenset({("trainer.kubeflow.org/v1alpha1", "TrainJob"
 
 def _check_quantity(value: Any, loc: Loc, problems: list[Problem]) -> None:
     text = value if isinstance(value, str) else None if isinstance(value, bool) else str(value)
-    if text is None or not is_quantity(text):
+    if text is not None and out_of_range(text):
+        problems.append((loc, OUT_OF_RANGE))
+    elif text is None or not is_quantity(text):
         problems.append((loc, "not a Kubernetes quantity; use a number with an optional suffix: 500m, 8, 64Gi"))
     elif isinstance(value, float):
         # CRDs type quantities as int-or-string: a bare 0.5 is rejected there.

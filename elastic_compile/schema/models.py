@@ -36,7 +36,7 @@ from pydantic import (
 from elastic_compile import contract
 from elastic_compile import contract_values as cv
 from elastic_compile.core import accelerators, engine_env, names
-from elastic_compile.core.quantity import QUANTITY_PATTERN, is_quantity, parse_quantity
+from elastic_compile.core.quantity import OUT_OF_RANGE, QUANTITY_PATTERN, is_quantity, out_of_range, parse_quantity
 from elastic_compile.core.resources import (
     MIG_PREFIX,
     NEURON_DEVICES,
@@ -169,6 +169,8 @@ def _quantity(value: Any) -> str:
     if text is None:
         raise ValueError("expected a Kubernetes quantity such as 8, 500m, 64Gi")
     if not is_quantity(text):
+        if out_of_range(text):
+            raise ValueError(OUT_OF_RANGE)
         raise ValueError("not a Kubernetes quantity; use a number with an optional suffix: 500m, 8, 64Gi, 1e3")
     if parse_quantity(text) < 0:
         raise ValueError("must not be negative")

