@@ -305,7 +305,12 @@ def test_errors_and_lints_in_the_message_format(tmp_path: Path, capsys: pytest.C
     assert code == 2 and (record["file"], record["line"], record["field"]) == (str(spec), 4, "nnodse")
 
     code, _view, err = _dry(capsys, str(tmp_path / "missing.yaml"), "--message-format", "github")
-    assert (code, err) == (2, f"::error::run: {tmp_path / 'missing.yaml'}: No such file or directory\n")
+    # run reads its input as compiling does (core/source.py): the same located line, as an annotation.
+    missing = tmp_path / "missing.yaml"
+    assert (code, err) == (
+        2,
+        f"::error file={missing},line=1,col=1::spec: cannot read the file: No such file or directory\n",
+    )
 
     code, _view, err = _dry(capsys, str(EXAMPLES / "cpu-ddp.yaml"), "--nodes", "0", "--message-format", "json")
     (record,) = [json.loads(line) for line in err.splitlines()]
