@@ -293,7 +293,7 @@ FIELDS: tuple[Field, ...] = (
         lambda v: _spec(resources={"requests": {"cpu": v}}),
         "777m",
         quantities,
-        ("quantity", "quantity-negative"),
+        ("quantity", "quantity-negative", "quantity-too-large"),
     ),
     Field(
         "resources name",
@@ -307,14 +307,14 @@ FIELDS: tuple[Field, ...] = (
         lambda v: _spec(resources={"requests": {"example.com/zqdev": v}}),
         "737",
         counts,
-        ("quantity", "quantity-negative", "device-whole"),
+        ("quantity", "quantity-negative", "quantity-too-large", "device-whole"),
     ),
     Field(
         "shared_memory",
         lambda v: _spec(shared_memory=v),
         "777Mi",
         quantities,
-        ("quantity", "quantity-negative", "shm-size"),
+        ("quantity", "quantity-negative", "quantity-too-large", "shm-size"),
     ),
     Field(
         "accelerator_label",
@@ -490,6 +490,7 @@ RULES: dict[str, str] = {
     "config-key": r"not a Secret or ConfigMap key",
     "quantity": r"not a Kubernetes quantity|expected a Kubernetes quantity",
     "quantity-negative": r"must not be negative",
+    "quantity-too-large": r"too large: a quantity must be below",
     "resource-name": r"unknown resource",
     "device-whole": r"whole units|whole number",
     "shm-size": r"a size must be above 0|YAML 1.1 reads",
