@@ -87,8 +87,17 @@ class TrainJobTarget(Target):
     )  # fmt: skip
 
     def default_settings(self, spec: ElasticSpec) -> Mapping[str, tuple[Any, str]]:
+        settings: dict[str, tuple[Any, str]] = {}
+        if spec.rdzv.host is None:
+            # The PyTorchJob's wording (<name>-worker-0) never applies here: Trainer's torch plugin
+            # sets PET_MASTER_ADDR, which the launcher's --rdzv-at-master reads.
+            settings["rdzv.host"] = (
+                None,
+                "unset: Trainer's torch plugin sets PET_MASTER_ADDR to <name>-node-0-0.<name>, node 0 of the JobSet, "
+                "which hosts the c10d store (etcd is refused under -t trainjob)",
+            )
         if spec.run_policy.backoff_limit is not None:
-            return {}
+            return settings
         from elastic_compile.targets.trainjob.plan import runtime_reference
 
         ref, ours = runtime_reference(spec)
@@ -96,14 +105,16 @@ class TrainJobTarget(Target):
         if not ours and not api.is_stock(ref):
             why = (f"not set: the node Job of the runtime {ref['name']} decides (Kubernetes' default {default} when it "
                    "sets none)")  # fmt: skip
-            return {"run_policy.backoff_limit": (None, why)}
+            settings["run_policy.backoff_limit"] = (None, why)
+            return settings
         runtime = "our TrainingRuntime" if ours else f"the stock {api.STOCK_RUNTIME}"
         why = (
             f"not set: {runtime} writes no backoffLimit on the node Job, so it gets Kubernetes' default {default}: "
             f"{default} failed pods or container restarts (restartPolicy OnFailure) fail the Job, and with it the "
             "JobSet and the TrainJob"
         )
-        return {"run_policy.backoff_limit": (default, why)}
+        settings["run_policy.backoff_limit"] = (default, why)
+        return settings
 
     def in_all(self, spec: ElasticSpec) -> bool:
         # A PyTorchJob and a TrainJob of one spec would train twice on one cluster: -t all
