@@ -145,9 +145,11 @@ def _output_directory(text: str) -> Path:
 
 
 def _message_format(p: argparse.ArgumentParser) -> None:
+    from elastic_compile.compiler.diagnostics import FORMATS
+
     p.add_argument(
         "--message-format",
-        choices=["text", "json", "github"],
+        choices=FORMATS,
         default="text",
         help="how errors, lints and findings print: text (file:line:col: field: message), json (one object per "
         "line, docs/lints.md) or github (GitHub Actions workflow commands: annotations on the pull request)",

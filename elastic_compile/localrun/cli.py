@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn, TextIO
 
+from elastic_compile.compiler.diagnostics import FORMATS
 from elastic_compile.core.errors import SpecError, printable
 from elastic_compile.core.loader import Loaded, load_stream
 from elastic_compile.core.source import MAX_BYTES, read_input
@@ -210,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--message-format",
-        choices=["text", "json", "github"],
+        choices=FORMATS,
         default="text",
         help="how errors in the input and the compiler's lints print: text, json (one object per line) or "
         "github (workflow commands), as when compiling (docs/lints.md); run's own lines stay text",
