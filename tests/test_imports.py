@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from elastic_compile import targets
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "kubernetes", "flytekit", "flyteidl", "jsonschema", "kubernetes_validate")
 
@@ -27,6 +29,26 @@ def test_compile_imports_no_heavy_module() -> None:
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
     assert heavy == [], f"the compile path imported {heavy}"
     assert "jinja2" in loaded and "pydantic" in loaded  # the probe really compiled
+
+
+def test_one_target_loads_no_other() -> None:
+    """A built-in -t (or the spec's own target) imports no other target and reads no installed entry points.
+
+    Listing every target (argparse's choices, the help's summaries) used to cost a one-spec
+    compile a scan of every installed distribution's metadata and the import of all targets.
+    """
+    loaded = _modules_after(
+        "import io, contextlib\n"
+        "from elastic_compile import targets\n"
+        "from elastic_compile.compiler.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['examples/ddp-2x8-gpu.yaml']) == 0\n"
+        "    assert main(['examples/ddp-2x8-gpu.yaml', '-t', 'pytorchjob']) == 0\n"
+        "assert targets._entry_points.cache_info().currsize == 0, 'entry points were read'\n"
+    )
+    prefix = "elastic_compile.targets."
+    others = sorted(m for m in loaded if m.startswith(prefix) and m.split(".")[2] in targets.BUILTIN)
+    assert others == ["elastic_compile.targets.pytorchjob", "elastic_compile.targets.pytorchjob.checks"]
 
 
 def test_entrypoint_contract_is_stdlib_only() -> None:

@@ -40,13 +40,47 @@ class _Parser(argparse.ArgumentParser):
         raise SpecError([Problem("elastic-compile", 0, 0, "usage", message)])
 
 
+class _TargetChoices:
+    """``-t``'s choices, asked for only when used.
+
+    A built-in or registered name is accepted without importing any target or reading the
+    installed distributions' entry points (most of what building the list costs a one-spec
+    compile); listing them all (``--help``, a usage error) loads every target.
+    """
+
+    def __contains__(self, name: object) -> bool:
+        from elastic_compile import targets
+        from elastic_compile.compiler.pipeline import ALL
+
+        return name == ALL or (isinstance(name, str) and targets.exists(name))
+
+    def __iter__(self) -> Iterator[str]:
+        from elastic_compile import targets
+        from elastic_compile.compiler.pipeline import ALL
+
+        return iter([*targets.names(), ALL])
+
+
+class _Help(argparse.HelpFormatter):
+    """Help whose ``%(summaries)s`` is every target's one-line summary, made only when help is printed."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help
+        if text is not None and "%(summaries)s" in text:
+            from elastic_compile import targets
+
+            # The summaries are spliced in before argparse's own %-formatting, so a % in one is escaped.
+            summaries = "; ".join(f"{name}: {targets.get(name).summary}" for name in targets.names())
+            text = text.replace("%(summaries)s", summaries.replace("%", "%%"))
+        return text
+
+
 def _parser() -> argparse.ArgumentParser:
-    from elastic_compile import targets
     from elastic_compile.compiler import output
-    from elastic_compile.compiler.pipeline import ALL
 
     p = _Parser(
         prog="elastic-compile",
+        formatter_class=_Help,
         description="Compile elastic.yaml into validated manifests: a Kubeflow PyTorchJob (v1) or TrainJob "
         "(Trainer v2), a PodTemplate, a Flyte 1 task or Flyte 2 TaskEnvironment settings.",
         epilog="Other commands: 'elastic-compile schema' prints the JSON Schema of elastic.yaml; "
@@ -68,12 +102,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-t",
         "--target",
-        choices=[*targets.names(), ALL],
+        choices=_TargetChoices(),
         default=None,
-        help="what to emit (default: the spec's target, else pytorchjob): "
-        + "; ".join(f"{name}: {targets.get(name).summary}" for name in targets.names())
-        + "; all: the spec's job (the TrainJob when its target is trainjob, else the PyTorchJob), the "
-        "PodTemplate and, with a flyte: section, the Flyte 1 task; never flyte2 (ask for it with -t flyte2)",
+        # A metavar, so that argparse never lists the choices (loading every target) unless asked.
+        metavar="TARGET",
+        help="what to emit (default: the spec's target, else pytorchjob): %(summaries)s; all: the spec's job (the "
+        "TrainJob when its target is trainjob, else the PyTorchJob), the PodTemplate and, with a flyte: section, "
+        "the Flyte 1 task; never flyte2 (ask for it with -t flyte2)",
     )
     p.add_argument("--format", choices=["yaml", "json"], default="yaml", help="output format (default: yaml)")
     p.add_argument(

@@ -111,12 +111,11 @@ def target_names(targets: str | Sequence[str] | None) -> tuple[str, ...] | None:
     if targets is None:
         return None
     names = (targets,) if isinstance(targets, str) else tuple(targets)
-    valid = registry.names()
     for name in names:
-        if name not in valid and not (name == ALL and len(names) == 1):
-            raise UnknownTargetError(name, [*valid, ALL])
+        if not (isinstance(name, str) and registry.exists(name)) and not (name == ALL and len(names) == 1):
+            raise UnknownTargetError(name, [*registry.names(), ALL])
     if not names:
-        raise UnknownTargetError("", [*valid, ALL])
+        raise UnknownTargetError("", [*registry.names(), ALL])
     return names
 
 

@@ -250,6 +250,16 @@ def _known() -> set[str]:
     return {*BUILTIN, *_entry_points(), *_registered}
 
 
+def exists(name: str) -> bool:
+    """Whether some target is called ``name``, importing nothing for a built-in or registered name.
+
+    Only a name neither built in nor registered reads the installed distributions' entry
+    points: that scan (every distribution's metadata) is most of what ``-t`` would otherwise
+    cost a one-spec compile.
+    """
+    return name in BUILTIN or name in _registered or name in _entry_points()
+
+
 @cache
 def names() -> tuple[str, ...]:
     """Every target's ``-t`` name, in ``-t all`` order (imports each target's module, which is light)."""
