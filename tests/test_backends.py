@@ -252,16 +252,74 @@ def test_libyaml_keeps_the_limits() -> None:
 
 @needs_libyaml
 def test_libyaml_composes_only_texts_too_short_to_pass_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """libyaml composes a whole text before the bounds are checked: a longer text goes to the composer that stops."""
+    """libyaml composes a whole text before the bounds are checked: a longer one is composed from its events.
+
+    PyYAML's composer, over libyaml's events, stops where a bound is passed, with the
+    message and place the pure-Python parser gives; PyYAML's own parser is not needed.
+    """
     composed: list[str] = []
-    real = loader._CComposer
+    events: list[str] = []
+    real, real_events = loader._CComposer, loader._CEventComposer
     monkeypatch.setattr(loader, "_CComposer", lambda text, *bounds: composed.append(text) or real(text, *bounds))
+    monkeypatch.setattr(
+        loader, "_CEventComposer", lambda text, *bounds: events.append(text) or real_events(text, *bounds)
+    )
+    pure = loader._Composer
+    monkeypatch.setattr(loader, "_Composer", lambda *args: pytest.fail("composed by PyYAML's parser"))
     short = "a: [" + "1," * 4000 + "]\n"
     assert len(loader.load_text(short, "short.yaml").data["a"]) == 4000 and composed == [short]
+    long = "a: [" + "1," * 9000 + "]\n"
+    assert len(loader.load_text(long, "long.yaml").data["a"]) == 9000 and events == [long]
     wide = "a: [" + "1," * 30_000 + "]\n"
-    with pytest.raises(SpecError, match=f"more than {loader.MAX_VALUES} values in the document"):
+    with pytest.raises(SpecError) as fast:
         loader.load_text(wide, "wide.yaml")
-    assert composed == [short]
+    assert composed == [short] and events == [long, wide]
+    monkeypatch.setattr(loader, "_Composer", pure)
+    with pytest.raises(SpecError) as slow, loader.pure_python():
+        loader.load_text(wide, "wide.yaml")
+    assert [str(p) for p in fast.value.problems] == [str(p) for p in slow.value.problems]
+    assert f"more than {loader.MAX_VALUES} values in the document" in str(fast.value.problems[0])
+
+
+@pytest.fixture
+def events_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every text libyaml reads is composed from its events, as a text too long for its composer is."""
+    if not loader.LIBYAML:
+        pytest.skip("PyYAML was built without libyaml")
+    monkeypatch.setattr(loader, "_CComposer", loader._CEventComposer)
+
+
+@pytest.mark.parametrize("text", SNIPPETS + LINE_SNIPPETS)
+def test_libyaml_events_agree_on_snippets(text: str, events_only: None) -> None:
+    fast, slow = _both(text)
+    assert fast == slow
+
+
+@pytest.mark.parametrize("path", YAML_FILES)
+def test_libyaml_events_agree_on_the_repository(path: str, events_only: None) -> None:
+    fast, slow = _both((REPO / path).read_bytes())
+    assert fast == slow
+
+
+@pytest.mark.parametrize("case", ERROR_CASES)
+def test_error_catalogue_from_libyaml_events(
+    case: str, events_only: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(REPO)
+    assert main([f"tests/errors/{case}.yaml"]) == 2
+    assert capsys.readouterr().err == (ERRORS / f"{case}.stderr").read_text(encoding="utf-8")
+
+
+@needs_libyaml
+def test_a_long_stream_is_read_from_libyaml_events() -> None:
+    """A manifest stream longer than libyaml's composer takes (100 documents) reads as PyYAML reads it."""
+    text = "".join(
+        f"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata: {{k: v}}\n" for i in range(2000)
+    )
+    fast = [(d.data, _tree(d.root)) for d in loader.load_stream(text, "s.yaml")]
+    with loader.pure_python():
+        slow = [(d.data, _tree(d.root)) for d in loader.load_stream(text, "s.yaml")]
+    assert len(fast) == 2000 and fast == slow
 
 
 # --------------------------------------------------------------------------- the two emitters agree

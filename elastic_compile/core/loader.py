@@ -165,19 +165,18 @@ def expansion_problem(expanded: tuple[int, int]) -> str | None:
     return None
 
 
-class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
-    """PyYAML's pure-Python composer with a nesting limit (its recursion has none)."""
+class _Bounded(Composer):
+    """PyYAML's composer, checking every bound as it composes (its recursion has no nesting limit).
+
+    It composes from the parser's events: PyYAML's own parser (:class:`_Composer`) or
+    libyaml's (:class:`_CEventComposer`).
+    """
 
     unchecked_depth = None  # every bound is checked while composing
+    peek_event: Callable[[], Any]  # the parser's, beside it in the class (an annotation: nothing is shadowed)
 
-    def __init__(
-        self, stream: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_VALUES, max_chars: int = MAX_EXPANDED_CHARS
-    ) -> None:
-        Reader.__init__(self, stream)
-        Scanner.__init__(self)
-        Parser.__init__(self)
+    def __init__(self, max_depth: int, max_nodes: int, max_chars: int) -> None:
         Composer.__init__(self)
-        _Resolver.__init__(self)
         self._depth = 0
         self._max_depth = max_depth
         self._nodes = 0
@@ -203,12 +202,12 @@ class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
             if self._nodes > self._max_nodes:
                 # Checked while parsing: the pure-Python parser needs seconds for a dense
                 # 1 MiB document, so stop long before it has built every node.
-                event = self.peek_event()  # type: ignore[no-untyped-call]
+                event = self.peek_event()
                 raise _LoadLimit(f"more than {self._max_nodes} values in the document", event.start_mark)
             if self._depth > self._max_depth:
-                event = self.peek_event()  # type: ignore[no-untyped-call]
+                event = self.peek_event()
                 raise _LoadLimit(f"nesting deeper than {self._max_depth} levels", event.start_mark)
-            event = self.peek_event()  # type: ignore[no-untyped-call]
+            event = self.peek_event()
             values, chars = self._values, self._chars
             node: Node | None = super().compose_node(parent, index)
             if isinstance(event, AliasEvent):
@@ -227,6 +226,19 @@ class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
             return node
         finally:
             self._depth -= 1
+
+
+class _Composer(Reader, Scanner, Parser, _Bounded, _Resolver):
+    """PyYAML's pure-Python parser under the bounded composer."""
+
+    def __init__(
+        self, stream: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_VALUES, max_chars: int = MAX_EXPANDED_CHARS
+    ) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        _Bounded.__init__(self, max_depth, max_nodes, max_chars)
+        _Resolver.__init__(self)
 
 
 try:  # libyaml, through PyYAML's CParser: the node tree composed in C, about 10x faster than in Python
@@ -273,6 +285,19 @@ if LIBYAML:
         def get_single_node(self) -> Node | None:
             node = super().get_single_node()
             return _measure(node, *self._bounds) if self.measured else node
+
+    class _CEventComposer(_Bounded, _CParser, _Resolver):
+        """libyaml's parser (its events, made in C) under the bounded composer.
+
+        For texts too long to be composed whole in C before a bound is checked: PyYAML's
+        pure-Python scanner and parser cost about ten times as much a value (a hostile stream
+        of 100,000 values took 20 s), and the bounds still stop the composing where they are passed.
+        """
+
+        def __init__(self, stream: str, max_depth: int, max_nodes: int, max_chars: int) -> None:
+            _CParser.__init__(self, stream)
+            _Bounded.__init__(self, max_depth, max_nodes, max_chars)
+            _Resolver.__init__(self)
 
 
 # Where libyaml and PyYAML read the same text differently, PyYAML decides (its messages are
@@ -349,23 +374,25 @@ def _measure(root: Node | None, max_depth: int, max_values: int, max_chars: int)
 def _compose(
     text: str, max_depth: int, max_nodes: int, read: Callable[[Any], _T], max_chars: int = MAX_EXPANDED_CHARS
 ) -> _T:
-    """``read(composer)`` with libyaml's composer, or PyYAML's where libyaml finds an error or a bound is passed.
+    """``read(composer)`` with libyaml's parser, or PyYAML's where libyaml finds an error or a bound is passed.
 
     libyaml and PyYAML accept the same YAML, but word their errors differently and report
     some at other places; our messages and the error tests are PyYAML's. So a document
     libyaml rejects is composed again by PyYAML, which raises its own error for it (or
     accepts it: it also reads the \\u escapes of surrogate pairs that JSON writes). So is
-    one beyond a bound: PyYAML's composer stops where the bound is passed and says where,
-    which a tree composed in C cannot show (an alias is the very node it names there).
+    one that libyaml composed whole beyond a bound: PyYAML's composer stops where the bound
+    is passed and says where, which a tree composed in C cannot show (an alias is the very
+    node it names there).
 
-    libyaml composes a whole text before any bound is checked, so it is given only texts
+    libyaml composes a whole text before any bound is checked, so it composes only texts
     too short to hold more than ``max_nodes`` nodes: each takes a character at least, or
-    two share one indicator (``a:``, ``[:]``). Longer ones go to PyYAML's composer, which
-    stops at the bound.
+    two share one indicator (``a:``, ``[:]``). A longer one is composed by PyYAML's
+    composer from libyaml's events, which stops at a bound as the pure-Python one does.
     """
-    if 2 * len(text) < max_nodes and _libyaml_reads(text):
+    if _libyaml_reads(text):
+        composer = _CComposer if 2 * len(text) < max_nodes else _CEventComposer
         try:
-            return read(_CComposer(text, max_depth, max_nodes, max_chars))
+            return read(composer(text, max_depth, max_nodes, max_chars))
         except (yaml.YAMLError, _Beyond, UnicodeEncodeError):  # a lone surrogate: libyaml takes UTF-8 only
             pass
     return read(_Composer(text, max_depth, max_nodes, max_chars))
