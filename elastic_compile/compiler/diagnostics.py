@@ -21,7 +21,6 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Final, TextIO
 
 from elastic_compile.core.errors import Problem, printable, show_given
@@ -142,15 +141,17 @@ def text_line(problem: Problem) -> str:
     return str(problem)
 
 
-@dataclass
 class Reporter:
     """Prints problems in one format, keeps the counts for the summary, groups repeated lints."""
 
-    format: str = "text"
-    stream: TextIO | None = None  # None: sys.stderr at the time of printing
-    errors: int = 0
-    warnings: int = 0
-    _held: list[Problem] = field(default_factory=list)
+    __slots__ = ("_held", "errors", "format", "stream", "warnings")
+
+    def __init__(self, format: str = "text", stream: TextIO | None = None) -> None:
+        self.format = format
+        self.stream = stream  # None: sys.stderr at the time of printing
+        self.errors = 0
+        self.warnings = 0
+        self._held: list[Problem] = []
 
     def _out(self) -> TextIO:
         import sys

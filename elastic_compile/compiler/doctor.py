@@ -18,7 +18,6 @@ cannot be read.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -153,7 +152,7 @@ def examine(loaded: Loaded, stream: Sequence[Loaded] = ()) -> list[Problem]:
             document, path = in_document(finding.path)
             where = stream[document] if document is not None else loaded
             located = where.problem(path, f"{rule.code} {rule.name}: {finding.message}")
-            out.append(dataclasses.replace(located, given=None, code=rule.code))
+            out.append(located._replace(given=None, code=rule.code))
     return sorted(set(out), key=lambda p: (p.line, p.col, p.message))
 
 

@@ -90,7 +90,7 @@ def import_stream(raw: bytes | str, file: str, *, entrypoint: Sequence[str] | No
             kind = loaded.data.get("kind") if isinstance(loaded.data, dict) else None
             what = f"kind {kind}" if isinstance(kind, str) else "not a Kubernetes object"
             note = _located(loaded, (), f"note: skipped ({what}): import reads {_kinds()}")
-            skipped.append(dataclasses.replace(note, severity="note"))
+            skipped.append(note._replace(severity="note"))
             continue
         try:
             imported.append(_import_one(loaded, found, docs, entrypoint))
@@ -146,7 +146,7 @@ def _name(doc: Any) -> str:
 
 def _located(loaded: Loaded, path: Sequence[str | int], message: str, given: str | None = None) -> Problem:
     problem = loaded.problem(path, message)
-    return dataclasses.replace(problem, given=given)
+    return problem._replace(given=given)
 
 
 def _finish(draft: Draft, origin: str, locate: Callable[..., Problem], target: str | None = None) -> Imported:
@@ -167,7 +167,7 @@ def _finish(draft: Draft, origin: str, locate: Callable[..., Problem], target: s
         raise SpecError([_back(draft, p, locate) for p in e.problems]) from e
     # The severity is in the text (as the lines have always read) and in the field (--message-format json).
     notes = tuple(
-        dataclasses.replace(locate(n.path, f"{n.severity}: {n.message}"), severity=n.severity)
+        locate(n.path, f"{n.severity}: {n.message}")._replace(severity=n.severity)
         for n in sorted(draft.notes, key=lambda n: n.severity != "note")
     )
     return Imported(text, spec, notes)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -51,16 +50,18 @@ def is_base_name(name: str) -> bool:
     return name.startswith(BASE_PREFIX) and is_spec_name(name)
 
 
-@dataclass
 class Inputs:
     """The files of one run, in order."""
 
-    jobs: list[str] = field(default_factory=list)
-    bases: list[str] = field(default_factory=list)
-    #: True when a directory was named: ``-o`` then gives every job a directory of its own.
-    directories: bool = False
-    problems: list[Problem] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    __slots__ = ("bases", "directories", "jobs", "notes", "problems")
+
+    def __init__(self) -> None:
+        self.jobs: list[str] = []
+        self.bases: list[str] = []
+        #: True when a directory was named: ``-o`` then gives every job a directory of its own.
+        self.directories = False
+        self.problems: list[Problem] = []
+        self.notes: list[str] = []
 
 
 def _usage(message: str) -> Problem:

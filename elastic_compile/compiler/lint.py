@@ -14,14 +14,12 @@ the compiler decided, e.g. whether the pod gets a memory-backed /dev/shm).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TextIO
 
 from elastic_compile import contract
 from elastic_compile.core.errors import Problem, SpecError, show_given
@@ -50,8 +48,7 @@ if TYPE_CHECKING:
 Path = tuple[str | int, ...]
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """One lint: its code, a short name and the one-line reason it exists.
 
     ``scoped``: a rule about one engine's own behaviour, which fires only when a target of
@@ -165,8 +162,7 @@ RULES: dict[str, Rule] = {
 MIN_MULTINODE_JOIN_TIMEOUT = 300
 
 
-@dataclass(frozen=True)
-class Lint:
+class Lint(NamedTuple):
     """One finding: the rule's code, where it is (a field path) and what is wrong."""
 
     code: str
@@ -175,7 +171,11 @@ class Lint:
     #: Never print the value at ``path`` (a secret): the message says what it looks like.
     hide_value: bool = False
     #: What was found (never printed): tells two findings with the same message apart.
-    subject: str = dataclasses.field(default="", repr=False)
+    subject: str = ""
+
+    def __repr__(self) -> str:
+        # Without the subject, which may be a secret (EC112's text).
+        return f"Lint(code={self.code!r}, path={self.path!r}, message={self.message!r}, hide_value={self.hide_value!r})"
 
     @property
     def why(self) -> str:
@@ -192,8 +192,8 @@ class Lint:
         text = f"{severity} {self.code}: {self.message}; {self.why}"
         if loaded is None:
             return Problem("<spec>", 1, 1, dotted(self.path), text, code=self.code, severity=severity)
-        problem = dataclasses.replace(loaded.problem(self.path, text), code=self.code, severity=severity)
-        return dataclasses.replace(problem, given=None) if self.hide_value else problem
+        problem = loaded.problem(self.path, text)._replace(code=self.code, severity=severity)
+        return problem._replace(given=None) if self.hide_value else problem
 
 
 def lint(spec: ElasticSpec, plan: Plan) -> list[Lint]:
@@ -204,7 +204,7 @@ def lint(spec: ElasticSpec, plan: Plan) -> list[Lint]:
     # A value EC107 judges a secret (by shape or by its name) is shown by no other lint either
     # (EC112, EC113 would quote it), even when EC107 itself is silenced.
     secret = {f.path for f in found if f.hide_value}
-    return [dataclasses.replace(f, hide_value=True) if f.path in secret else f for f in found]
+    return [f._replace(hide_value=True) if f.path in secret else f for f in found]
 
 
 def known(code: str) -> bool:

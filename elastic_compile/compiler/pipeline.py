@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from elastic_compile import targets as registry
 from elastic_compile.compiler.render import custom_template, render
@@ -29,8 +29,7 @@ from elastic_compile.targets.worker import Plan, spec_to_plan
 ALL = "all"
 
 
-@dataclass(frozen=True)
-class Output:
+class Output(NamedTuple):
     """One rendered, parsed-back and checked document."""
 
     target: Target

@@ -27,9 +27,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from contextlib import ExitStack, suppress
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Final
+from typing import Final, NamedTuple
 
 from elastic_compile.core import safefs
 
@@ -60,17 +59,19 @@ def manifest_text(owned: Sequence[str]) -> str:
 # --------------------------------------------------------------------------- the plan
 
 
-@dataclass
 class _Plan:
     """What a run would do in DIR, worked out without changing anything."""
 
-    shown: str
-    #: rel -> (bytes on disk or None, new bytes)
-    changes: dict[str, tuple[bytes | None, bytes]] = field(default_factory=dict)
-    #: rel -> bytes on disk: ours, no longer emitted
-    removals: dict[str, bytes] = field(default_factory=dict)
-    foreign: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    __slots__ = ("changes", "foreign", "problems", "removals", "shown")
+
+    def __init__(self, shown: str) -> None:
+        self.shown = shown
+        #: rel -> (bytes on disk or None, new bytes)
+        self.changes: dict[str, tuple[bytes | None, bytes]] = {}
+        #: rel -> bytes on disk: ours, no longer emitted
+        self.removals: dict[str, bytes] = {}
+        self.foreign: list[str] = []
+        self.problems: list[str] = []
 
     def at(self, rel: str) -> str:
         return f"{self.shown.rstrip('/')}/{rel}"
@@ -408,8 +409,7 @@ def _apply(dir_fd: int, plan: _Plan) -> None:
                 path = path.parent
 
 
-@dataclass(frozen=True)
-class Counts:
+class Counts(NamedTuple):
     """What a write did, or a check found, to the files of ``-o DIR`` (its manifest not counted)."""
 
     #: Files written (a write), or that a write would change (a check).
@@ -459,8 +459,7 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-@dataclass(frozen=True)
-class Stale:
+class Stale(NamedTuple):
     """One file ``--check`` found stale."""
 
     #: The file as shown in the diff (``DIR/rel``, or ``--check FILE``).
@@ -471,15 +470,14 @@ class Stale:
     what: str
 
 
-@dataclass(frozen=True)
-class Drift:
+class Drift(NamedTuple):
     """What ``--check`` found: the unified diff and each stale file (both empty when current)."""
 
     diff: str
     stale: list[Stale]
     #: Entries of DIR that are not ours: named, never read.
-    foreign: list[str] = field(default_factory=list)
-    counts: Counts = field(default_factory=lambda: Counts(0, 0, 0))
+    foreign: Sequence[str] = ()
+    counts: Counts = Counts(0, 0, 0)
 
 
 def _stale(old: str | None, new: str | None, name: str) -> Stale:

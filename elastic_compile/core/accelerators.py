@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(NamedTuple):
     """One device type of flytekit's ``flytekit.extras.accelerators``.
 
     ``name`` is what flytekit serializes (``extendedResources.gpuAccelerator.device``),
@@ -124,8 +122,7 @@ def partition_problem(device: Device, partition: str) -> str | None:
 # --------------------------------------------------------------------------- node labels
 
 
-@dataclass(frozen=True)
-class Preset:
+class Preset(NamedTuple):
     """A node label whose values elastic-compile knows for some device types.
 
     ``values``: device name -> the label values that mean it on such nodes; one value is
@@ -142,7 +139,7 @@ class Preset:
     partition_label: str | None
     values: Mapping[str, tuple[str, ...]] | None
     source: str
-    models: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    models: Mapping[str, tuple[str, ...]] = {}  # read only: one empty mapping serves every preset
     #: The product label's suffix of a MIG slice (GPU feature discovery's single strategy), or None.
     partition_suffix: str | None = None
 
@@ -263,8 +260,7 @@ def product_names_device(preset: Preset, device: Device, value: str, partition: 
     return None
 
 
-@dataclass(frozen=True)
-class Selected:
+class Selected(NamedTuple):
     """A device type read back from a pod's nodeSelector (``import``).
 
     ``keys``: the selector's entries the compiler writes again from ``accelerator`` (the

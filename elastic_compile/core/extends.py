@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from elastic_compile.core import safefs
 from elastic_compile.core.errors import Problem, SpecError
@@ -46,8 +45,7 @@ MAX_CHAIN_BYTES: Final = 2 * MAX_BYTES
 Check = Callable[[Loaded], list[Problem]]
 
 
-@dataclass(frozen=True)
-class _Base:
+class _Base(NamedTuple):
     """A base merged with its own chain; ``loaded`` is None when the chain cannot be built.
 
     ``unreadable`` says why the file itself cannot be read: that is located at each

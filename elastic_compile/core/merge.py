@@ -23,7 +23,6 @@ and so the file, line and column, it was written at (:class:`~elastic_compile.co
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -43,8 +42,7 @@ _STR: Final = "tag:yaml.org,2002:str"
 Path = tuple[str | int, ...]
 
 
-@dataclass(frozen=True)
-class ListRule:
+class ListRule(NamedTuple):
     """How a list at one path merges: by the values of ``keys`` in its entries.
 
     ``entry`` says what an entry does to the inherited entry with the same keys: ``merge``

@@ -44,11 +44,10 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from elastic_compile.core.loader import dotted
 from elastic_compile.core.pattern import pattern_matches
@@ -133,8 +132,7 @@ def _key(value: Any) -> Any:
     return json.dumps(value, sort_keys=True, default=repr)
 
 
-@dataclass(frozen=True)
-class CompactSchema:
+class CompactSchema(NamedTuple):
     """One compact schema file, its references resolved against ``k8s-core.json``."""
 
     name: str

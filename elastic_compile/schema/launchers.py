@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import NamedTuple
 
 from elastic_compile import contract
 
@@ -138,8 +138,7 @@ class LauncherSyntaxError(ValueError):
         self.index = index
 
 
-@dataclass(frozen=True)
-class LauncherCall:
+class LauncherCall(NamedTuple):
     """A torchrun command line, read as torchrun's own argument parser reads it (without torch).
 
     ``options`` maps torchrun's option names (``nproc_per_node``) to their text, or to True

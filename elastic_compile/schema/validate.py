@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import re
 from collections.abc import Sequence
@@ -160,7 +159,7 @@ def _manifest_problem(loaded: Loaded) -> Problem | None:
         message = f"a {shown} manifest, not an elastic.yaml spec; write one from it with: elastic-compile import {file}"
     else:
         message = f"a {shown} manifest, not an elastic.yaml spec (which has name, image and command)"
-    return dataclasses.replace(loaded.problem(["apiVersion"], message, at_key=True), given=None)
+    return loaded.problem(["apiVersion"], message, at_key=True)._replace(given=None)
 
 
 def fragment_problems(loaded: Loaded) -> list[Problem]:

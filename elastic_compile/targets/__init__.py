@@ -33,10 +33,9 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NamedTuple
 
 from elastic_compile.core import kinds
 
@@ -52,8 +51,7 @@ if TYPE_CHECKING:
 BUILTIN_TEMPLATES: Final = Path(__file__).resolve().parent.parent / "templates"
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(NamedTuple):
     """One document a target renders: its template, its file in ``-o`` bases, and what it prints.
 
     ``api_version`` and ``kind`` are None for documents that are not Kubernetes objects
@@ -73,8 +71,7 @@ class Document:
 ReadFunction = Callable[["Loaded", Sequence["Loaded"], "Sequence[str] | None"], "Draft"]
 
 
-@dataclass(frozen=True)
-class Reader:
+class Reader(NamedTuple):
     """A kind a target reads back into a spec (``elastic-compile import``)."""
 
     api_version: str
@@ -88,8 +85,7 @@ class Reader:
 Checker = Callable[[Mapping[str, Any], Sequence["Loaded"]], list["Finding"]]
 
 
-@dataclass(frozen=True)
-class Examined:
+class Examined(NamedTuple):
     """A kind ``elastic-compile doctor`` checks: its CRD schema, the target's rules, the pod values.
 
     ``doctor`` adds what it applies to every kind (the schema check, the lints on text).

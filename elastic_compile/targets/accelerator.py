@@ -14,16 +14,15 @@ and get none of this: Flyte's propeller selects the nodes from its own configura
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from elastic_compile.core.accelerators import DEVICES, PRESETS, Preset, preset_names, product_names_device
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets.checks import FieldPath
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(NamedTuple):
     """What the compiler adds to the pod for ``accelerator``, and what is wrong.
 
     ``node_selector``: the entries to add (those the spec's pod_template already has are
@@ -32,11 +31,12 @@ class Placement:
     ``problems``: located errors (the targets raise them before building the pod).
     """
 
-    node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = field(default_factory=list)
-    kept: dict[str, str] = field(default_factory=dict)
+    # Read-only types: the empty defaults are shared by every Placement.
+    node_selector: Mapping[str, str] = {}
+    tolerations: Sequence[dict[str, Any]] = ()
+    kept: Mapping[str, str] = {}
     preset: Preset | None = None
-    problems: list[tuple[FieldPath, str]] = field(default_factory=list)
+    problems: Sequence[tuple[FieldPath, str]] = ()
 
 
 def placement(spec: ElasticSpec) -> Placement:
@@ -171,7 +171,7 @@ def add_to_pod(spec: ElasticSpec, pod: dict[str, Any]) -> None:
 
 def placement_problems(spec: ElasticSpec) -> list[tuple[FieldPath, str]]:
     """Located errors of ``accelerator`` on a Kubernetes target (none without one)."""
-    return placement(spec).problems
+    return list(placement(spec).problems)
 
 
 def describe(spec: ElasticSpec) -> str | None:

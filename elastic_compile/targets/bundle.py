@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import elastic_compile
 from elastic_compile import contract
@@ -66,8 +65,7 @@ _PACKAGE: Final = "elastic_compile"
 _ENTRY: Final = "elastic_compile.entrypoint.cli"
 
 
-@dataclass(frozen=True)
-class Module:
+class Module(NamedTuple):
     """One module of the bundle: its name, whether it is a package, its file (relative) and text."""
 
     name: str
@@ -76,8 +74,7 @@ class Module:
     source: str
 
 
-@dataclass(frozen=True)
-class Bundle:
+class Bundle(NamedTuple):
     """The launcher file and what identifies it."""
 
     modules: tuple[Module, ...]

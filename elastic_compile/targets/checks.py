@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from elastic_compile import contract
 from elastic_compile.core.engine_env import Generation, generation_env_problem
@@ -30,8 +29,7 @@ if TYPE_CHECKING:
 FieldPath = tuple[str | int, ...]
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One thing wrong with a document: the rule that found it, where (a path in it), and what.
 
     ``str()`` gives the ``path: message`` line the compile-time checks print;
@@ -49,8 +47,7 @@ class Finding:
         return f"{where}: {self.message}"
 
 
-@dataclass(frozen=True)
-class DoctorRule:
+class DoctorRule(NamedTuple):
     """One ``elastic-compile doctor`` rule: its stable code, its name, and what goes wrong on the cluster.
 
     :class:`Finding` names its rule by ``name``; doctor prints the code. Codes are product

@@ -11,8 +11,7 @@ writes the files from every target's answer and names no kind itself.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 POD_TEMPLATE_SPEC: Final = "io.k8s.api.core.v1.PodTemplateSpec"
 JOB_TEMPLATE_SPEC: Final = "io.k8s.api.batch.v1.JobTemplateSpec"
@@ -44,8 +43,7 @@ def merged_list(key: str, items: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class CustomKind:
+class CustomKind(NamedTuple):
     """A custom resource kustomize must merge: its ``spec`` schema, down to the built-in definitions."""
 
     group: str
@@ -70,8 +68,7 @@ class CustomKind:
 Field = tuple[str, str, str]
 
 
-@dataclass(frozen=True)
-class Kustomize:
+class Kustomize(NamedTuple):
     """What kustomize must know about a target's kinds (each part optional)."""
 
     #: The kinds whose lists merge by key (every base's ``openapi.json`` holds every target's).

@@ -9,8 +9,7 @@ the operator fact that forces it (training-operator v1.9.4: pkg/controller.v1/py
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from elastic_compile.schema import ElasticSpec
 from elastic_compile.targets.launcher import GRACE_MARGIN_SECONDS, launcher_args
@@ -28,8 +27,7 @@ OPERATOR_LINTS = frozenset({"EC110", "EC116"})
 SERVICE_LINTS = frozenset({"EC114"})
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """Everything the templates print, already decided."""
 
     name: str
