@@ -78,7 +78,8 @@ def normal_path(path: str) -> str:
 
 
 #: A lone surrogate: a byte of a file name that is not UTF-8, as Python decodes it (surrogateescape).
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+#: Compiled by ``re`` when ``--message-format json`` first needs it.
+_SURROGATE: Final = "[\ud800-\udfff]"
 
 
 def json_line(obj: object) -> str:
@@ -90,7 +91,7 @@ def json_line(obj: object) -> str:
     in Python gets the surrogate back, and ``os.fsencode`` the original bytes.
     """
     text = json.dumps(obj, ensure_ascii=False)
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return re.sub(_SURROGATE, lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def record(problem: Problem) -> dict[str, object]:

@@ -30,7 +30,9 @@ from elastic_compile.core.scalars import SourceFloat, SourceInt
 
 # JSON leaves these raw with ensure_ascii=False, but YAML treats NEL, LS, PS as line
 # breaks (folded to spaces inside quotes) and rejects C1 controls, BOM and surrogates.
-_YAML_UNSAFE = re.compile("[\u007f-\u009f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+# The patterns of non-ASCII text are compiled by ``re`` when a text first needs them: most
+# compiles have none, and a class of wide ranges costs a cold start up to 4 M instructions.
+_YAML_UNSAFE = "[\u007f-\u009f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]"
 
 # One encoder for every value: json.dumps with options builds a new one per call.
 _JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=False, allow_nan=False)
@@ -46,7 +48,7 @@ def json_text(value: Any) -> str:
     text = _JSON.encode(value)
     if text.isascii() and "\x7f" not in text:  # the common case: nothing YAML folds or rejects
         return text
-    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return re.sub(_YAML_UNSAFE, lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 # Kubernetes' conventional order for the top of an object; the rest keeps template order.
@@ -107,7 +109,7 @@ class _Representer(SafeRepresenter):
 
 # YAML 1.1 treats NEL, LS and PS as line breaks, and PyYAML writes them raw in plain and
 # single-quoted scalars, where readers fold them into spaces. Double quotes escape them.
-_FOLDED_BREAKS = re.compile("[\x85\u2028\u2029]")
+_FOLDED_BREAKS = "[\x85\u2028\u2029]"
 
 
 def _str(representer: SafeRepresenter, data: str) -> ScalarNode:
@@ -116,7 +118,7 @@ def _str(representer: SafeRepresenter, data: str) -> ScalarNode:
     style: str | None = None
     if "\n" in data:
         style = "|"
-    if not data.isascii() and _FOLDED_BREAKS.search(data):
+    if not data.isascii() and re.search(_FOLDED_BREAKS, data):
         style = '"'
     return ScalarNode(_STR_TAG, data, style=style)
 
@@ -156,7 +158,7 @@ class PurePythonDumper(Emitter, Serializer, _Representer, _Resolver):
 
     def analyze_scalar(self, scalar: str) -> ScalarAnalysis:
         analysis = super().analyze_scalar(scalar)
-        if not scalar.isascii() and _ASTRAL.search(scalar):
+        if not scalar.isascii() and re.search(_ASTRAL, scalar):
             analysis.allow_flow_plain = analysis.allow_block_plain = False
             analysis.allow_single_quoted = analysis.allow_block = False
         return analysis
@@ -172,7 +174,7 @@ class PurePythonDumper(Emitter, Serializer, _Representer, _Resolver):
 
 
 # Characters outside the Basic Multilingual Plane, which libyaml's emitter escapes.
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_ASTRAL = "[\U00010000-\U0010ffff]"
 # libyaml's longest simple key (yaml_emitter_check_simple_key).
 _SIMPLE_KEY_BYTES = 128
 

@@ -91,7 +91,8 @@ YAML11_SURPRISE = (
 )
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# Compiled by ``re`` when a non-ASCII scalar first needs it (most specs have none).
+_SURROGATE = "[\ud800-\udfff]"
 
 
 class PlainResolver(BaseResolver):
@@ -630,7 +631,7 @@ class _Builder:
     def _scalar(self, node: ScalarNode) -> Any:
         """A scalar's value, its characters counted already (:meth:`build`)."""
         text, tag = node.value, node.tag
-        if not text.isascii() and _SURROGATE.search(text):
+        if not text.isascii() and re.search(_SURROGATE, text):
             # JSON writes astral characters as \ud83d\ude00 pairs, which PyYAML decodes
             # into two lone surrogates; join them back, and reject a truly lone one.
             try:
@@ -762,7 +763,7 @@ def _indentation_message(e: yaml.MarkedYAMLError, text: str) -> str | None:
 
 #: What closes each flow collection, and what the spec calls it.
 _FLOW = {"[": ("]", "list"), "{": ("}", "mapping")}
-_FLOW_PROBLEM = re.compile(r"^expected (?:',' or '[\]}]'|the node content), but (?:got|found) (.+)$")
+_FLOW_PROBLEM = r"^expected (?:',' or '[\]}]'|the node content), but (?:got|found) (.+)$"  # an error's only
 
 
 def _open_flow(text: str, mark: yaml.Mark) -> tuple[str, yaml.Mark] | None:
@@ -789,7 +790,7 @@ def _flow_message(e: yaml.MarkedYAMLError, text: str) -> tuple[str, yaml.Mark] |
     """PyYAML's words for a flow collection (``[a, b]``, ``{k: v}``) gone wrong, said plainly, and where
     to point: the bracket that is never closed, or the place in its line; None for other errors."""
     mark = e.problem_mark
-    found = _FLOW_PROBLEM.match(e.problem or "")
+    found = re.match(_FLOW_PROBLEM, e.problem or "")
     if mark is None or found is None:
         return None
     opened = _open_flow(text, mark)

@@ -128,13 +128,14 @@ def locate(loaded: Loaded | None, path: FieldPath, message: str) -> Problem:
     return Problem("<spec>", 1, 1, dotted(where), message)
 
 
-_PART = re.compile(r'\[([0-9]+)\]|\[("(?:[^"\\]|\\.)*")\]|\.?([^.\[]+)')
+# Compiled by ``re`` when a check first finds something.
+_PART = r'\[([0-9]+)\]|\[("(?:[^"\\]|\\.)*")\]|\.?([^.\[]+)'
 
 
 def parse_path(text: str) -> FieldPath:
     """``spec.trainer.env[0].name`` (or ``metadata.labels["a.b/c"]``) as a path."""
     out: list[str | int] = []
-    for index, quoted, plain in _PART.findall(text):
+    for index, quoted, plain in re.findall(_PART, text):
         out.append(int(index) if index else json.loads(quoted) if quoted else plain)
     return tuple(out)
 
