@@ -18,7 +18,6 @@ training images that may lack pydantic.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import math
 import re
@@ -264,6 +263,8 @@ def check_conf_key(key: str, backend: str, *, timeouts: bool = True) -> None:
     keys = sorted({*BACKEND_KEYS.get(backend, {}), *(TIMEOUT_KEYS if timeouts else ())})
     if key in keys:
         return
+    import difflib  # a misspelling's suggestion only
+
     close = difflib.get_close_matches(key, keys, n=1)
     hint = f"did you mean {close[0]}? " if close else ""
     raise ValueError(f"not a key the {backend} backend reads; {hint}it reads {', '.join(keys)}")

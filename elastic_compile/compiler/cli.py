@@ -14,7 +14,6 @@ import argparse
 import errno
 import io
 import os
-import shlex
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -292,13 +291,13 @@ def _refuse_unknown_command(args_list: Sequence[str]) -> None:
     Read as a spec it would report a file that cannot be read, which hides the typo. A word
     with a path separator or a dot, or one that exists, is a path as before.
     """
+    word = args_list[0] if args_list else ""
+    if not word.isidentifier() or os.path.lexists(word):
+        return
     import difflib
 
     from elastic_compile.core.errors import Problem, SpecError
 
-    word = args_list[0] if args_list else ""
-    if not word.isidentifier() or os.path.lexists(word):
-        return
     if word in _OPTION_WORDS:
         hint = f"{_OPTION_WORDS[word]} "
     else:
@@ -484,6 +483,8 @@ def _import(argv: Sequence[str]) -> int:
             raise SpecError([Problem("elastic-compile", 0, 0, "usage", "--image and --name go with --torchrun")])
         entrypoint = None
         if ns.entrypoint is not None:
+            import shlex  # import --entrypoint only
+
             try:
                 entrypoint = shlex.split(ns.entrypoint)
             except ValueError as e:
@@ -810,10 +811,10 @@ _OPTION_WORDS = {
 
 def _command_hint(word: str) -> str | None:
     """A word among the specs that names no file and looks like a command (``improt``), with what to type."""
-    import difflib
-
     if not word.isidentifier() or os.path.lexists(word):
         return None
+    import difflib
+
     close = difflib.get_close_matches(word, [*COMMANDS, *_OPTION_WORDS], n=1, cutoff=0.6)
     if not close:
         return None

@@ -21,7 +21,6 @@ How each engine selects a device type:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
@@ -102,6 +101,8 @@ def device_problem(name: str) -> str | None:
     elif name.lower() in by_constant:
         hint = f" (flytekit's {name.upper()} is {by_constant[name.lower()]})"
     else:
+        import difflib  # a misspelling's suggestion only
+
         close = difflib.get_close_matches(name, list(DEVICES), n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]}?)" if close else ""
     gpus = ", ".join(d.name for d in DEVICES.values() if not d.tpu)
@@ -114,6 +115,8 @@ def partition_problem(device: Device, partition: str) -> str | None:
         return None
     if not device.partitions:
         return f"flytekit defines no partitions of {device.name} ({device.constant} is a whole GPU); remove partition"
+    import difflib  # a misspelling's suggestion only
+
     close = difflib.get_close_matches(partition, device.partitions, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]}?)" if close else ""
     return f"not a partition of {device.name}{hint}; one of {', '.join(device.partitions)}"

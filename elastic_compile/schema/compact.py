@@ -41,7 +41,6 @@ What it leaves out: descriptions, defaults other than list-map keys, and CEL rul
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
@@ -325,6 +324,8 @@ class CompactSchema(NamedTuple):
             elif values is not None:
                 self._check(item, values, (*loc, key), problems)
             elif properties is not None and not node.get("open"):
+                import difflib  # a misspelling's suggestion only
+
                 close = difflib.get_close_matches(str(key), list(properties), n=1, cutoff=0.6)
                 hint = f"; did you mean {close[0]}?" if close else ""
                 problems.append(((*loc, key), "unknown field" + hint))

@@ -11,7 +11,6 @@ durations, quantities, the two ``env`` forms) are parsed once, here, in validato
 # from its text when each model class is created (about 100 calls of compile(), 15 M
 # instructions of a cold compile); evaluated by the interpreter, they cost nothing more. A
 # method's annotation that names its own class is therefore quoted.
-import difflib
 import posixpath
 import re
 import typing
@@ -343,6 +342,8 @@ def _resource_name(value: Any) -> str:
     if name == "ephemeral_storage":
         return "ephemeral-storage"
     if name != GPU_KEY and not _RESOURCE_NAME.match(name):
+        import difflib  # a misspelling's suggestion only
+
         close = difflib.get_close_matches(name, ["cpu", "memory", "gpu", "ephemeral-storage"], n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ValueError(

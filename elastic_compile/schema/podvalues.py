@@ -14,7 +14,6 @@ Each rule is keyed by the schema definition it applies to; the podspec walk call
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -123,6 +122,8 @@ def one_of(values: Iterable[str]) -> str:
 def _did_you_mean(given: str, allowed: Iterable[str]) -> str:
     options = [a for a in allowed if a]
     close = [o for o in options if o.lower() == given.strip().lower()]
+    import difflib  # a misspelling's suggestion only
+
     close = close or difflib.get_close_matches(given, options, n=1, cutoff=0.6)
     return f"; did you mean {close[0]}?" if close else ""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -85,6 +84,8 @@ def _did_you_mean(path: Sequence[str | int]) -> str:
     elsewhere = _find_field(ElasticSpec, path[-1], ())
     if elsewhere:
         return f"; did you mean {elsewhere}?"
+    import difflib  # a misspelling's suggestion only
+
     close = difflib.get_close_matches(path[-1], names, n=1, cutoff=0.6)
     if close:
         return f"; did you mean {close[0]}?"
@@ -100,6 +101,8 @@ def _message(err: Any, loaded: Loaded, path: list[str | int]) -> str:
         given = err.get("input")
         options = re.findall(r"'([^']*)'", expected)
         close = [o for o in options if isinstance(given, str) and o.lower() == given.strip().lower()]
+        import difflib  # a misspelling's suggestion only
+
         close = close or difflib.get_close_matches(str(given), options, n=1, cutoff=0.6)
         return f"must be one of {expected}" + (f"; did you mean {close[0]}?" if close else "")
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):

@@ -14,7 +14,6 @@ the training container's command and args for the launcher the spec names:
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -242,4 +241,6 @@ def torchrun_args(spec: ElasticSpec, args: Sequence[str]) -> list[str]:
 
 def command_comment(command: Sequence[str], args: Sequence[str]) -> str:
     """``--explain``'s line for the training container's command and args, as one shell line."""
+    import shlex  # --explain only
+
     return "# container command: " + shlex.join([*command, *args]) + "\n"
