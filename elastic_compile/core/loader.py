@@ -26,9 +26,8 @@ import operator
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import yaml
 import yaml.reader
@@ -413,7 +412,6 @@ def pure_python() -> Iterator[None]:
         _Backend.libyaml = saved
 
 
-@dataclass(frozen=True, eq=False)
 class Loaded:
     """A loaded YAML document: plain Python data plus the node tree it came from.
 
@@ -426,16 +424,31 @@ class Loaded:
     The node tree locates problems (the line and column of a field path).
     """
 
-    file: str
-    data: Any
-    tree: Node = field(repr=False)
-    origins: Mapping[int, tuple[Node, str]] = field(default_factory=dict)
-    merged: frozenset[int] = frozenset()
-    chain: tuple[str, ...] = ()
-    #: The values and characters the document expands to (aliases counted again), with
-    #: those of its bases once merged: what :data:`MAX_VALUES` and
-    #: :data:`MAX_EXPANDED_CHARS` bound (see :func:`expansion_problem`).
-    expanded: tuple[int, int] = (0, 0)
+    # A plain class (compared by identity), not a dataclass: the decorator compiles each
+    # generated method from text, about 3.5 M instructions at every start. Final: set once.
+    __slots__ = ("chain", "data", "expanded", "file", "merged", "origins", "tree")
+
+    def __init__(
+        self,
+        file: str,
+        data: Any,
+        tree: Node,
+        *,
+        origins: Mapping[int, tuple[Node, str]] | None = None,
+        merged: frozenset[int] = frozenset(),
+        chain: tuple[str, ...] = (),
+        expanded: tuple[int, int] = (0, 0),
+    ) -> None:
+        self.file: Final = file
+        self.data: Final = data
+        self.tree: Final = tree
+        self.origins: Final[Mapping[int, tuple[Node, str]]] = origins if origins is not None else {}
+        self.merged: Final = merged
+        self.chain: Final = chain
+        #: The values and characters the document expands to (aliases counted again), with
+        #: those of its bases once merged: what :data:`MAX_VALUES` and
+        #: :data:`MAX_EXPANDED_CHARS` bound (see :func:`expansion_problem`).
+        self.expanded: Final = expanded
 
     @property
     def root(self) -> Node:

@@ -323,7 +323,9 @@ def merge(base: Loaded, over: Loaded, rules: Rules = _no_rules) -> tuple[Loaded,
     chain = (over.file, *(base.chain or (base.file,)))
     # The merge repeats no value of either file: both files' expansions bound what it holds.
     expanded = (base.expanded[0] + over.expanded[0], base.expanded[1] + over.expanded[1])
-    merged = Loaded(over.file, data, root, merger.origins, frozenset(merger.merged), chain, expanded)
+    merged = Loaded(
+        over.file, data, root, origins=merger.origins, merged=frozenset(merger.merged), chain=chain, expanded=expanded
+    )
     return merged, merger.problems
 
 
