@@ -203,6 +203,25 @@ BAD_KUBECONFIGS = {
     ),
     "no-such-context": (kubeconfig("https://127.0.0.1:1").replace("current-context: x", "current-context: y"), ""),
     "a-list": ("- 1\n- 2\n", "must be a mapping of kubeconfig fields (kind: Config), not a list"),
+    # The token one level too far out, beside an empty ``user:``: the client's own message quoted
+    # the whole entry, token included (red team 2, item 1).
+    "user-misindented": (
+        kubeconfig("https://127.0.0.1:1").replace(f"user:\n    token: {SECRET}", f"user:\n  token: {SECRET}"),
+        "user u: user: missing or null (write the credentials under it)",
+    ),
+    "cluster-null": (
+        kubeconfig("https://127.0.0.1:1").replace(
+            "- cluster:\n    server: https://127.0.0.1:1\n", f"- cluster: null\n  extra: {SECRET}\n"
+        ),
+        "cluster c: cluster: missing or null; it must hold the server",
+    ),
+    # An OIDC user without its id-token: the client's message quoted the entry, client secret included.
+    "oidc-without-id-token": (
+        kubeconfig(
+            "https://127.0.0.1:1", user={"auth-provider": {"name": "oidc", "config": {"client-secret": SECRET}}}
+        ),
+        "Expected key id-token in ",
+    ),
 }
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final
 
 import yaml
@@ -57,6 +58,10 @@ _BASE64: Final = {
     "cluster": ("certificate-authority-data",),
     "user": ("client-certificate-data", "client-key-data"),
 }
+
+
+#: The body of an entry that has none (``user:`` left empty): the client cannot load it.
+_MISSING: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -175,7 +180,11 @@ def check(kubeconfig: str | None, context: str | None) -> Active:
                 why = _entry_problem(body_key, entry.get(body_key))
                 if why is not None:
                     raise error(path, f"{kind}[{i}] ({name}): {why}")
-                merged[kind].setdefault(name, (path, entry.get(body_key) or {}))
+                body = entry.get(body_key)
+                # The client reads the chosen entries' bodies with ``entry[key]``, which fails on a
+                # missing or null body with a message that quotes the whole entry (a token written
+                # one level too far out, beside an empty ``user:``): judged here, by name only.
+                merged[kind].setdefault(name, (path, body if body is not None else _MISSING))
         # The client keeps the last file's current-context (KubeConfigMerger.load_config).
         if doc.get("current-context") is not None:
             current = str(doc["current-context"])
@@ -185,10 +194,18 @@ def check(kubeconfig: str | None, context: str | None) -> Active:
     if chosen not in merged["contexts"]:
         raise error(shown, f"no context named {chosen}")
     where, ctx = merged["contexts"][chosen]
+    if ctx is _MISSING:
+        raise error(where, f"context {chosen}: context: missing or null; it must name a cluster")
     cluster = ctx.get("cluster")
     if not isinstance(cluster, str) or cluster not in merged["clusters"]:
         raise error(where, f"context {chosen}: its cluster {cluster} is not in the kubeconfig")
+    if merged["clusters"][cluster][1] is _MISSING:
+        raise error(
+            merged["clusters"][cluster][0], f"cluster {cluster}: cluster: missing or null; it must hold the server"
+        )
     user = ctx.get("user")
+    if isinstance(user, str) and user in merged["users"] and merged["users"][user][1] is _MISSING:
+        raise error(merged["users"][user][0], f"user {user}: user: missing or null (write the credentials under it)")
     namespace = ctx.get("namespace") or None
     return Active(shown, chosen, cluster, user if isinstance(user, str) else None, namespace)
 
@@ -226,6 +243,17 @@ def quiet_client() -> Iterator[list[logging.LogRecord]]:
             logger.handlers = handlers
 
 
+def _without_values(message: str) -> str:
+    """The first line of the client's ConfigException, cut before any entry it quotes.
+
+    The client names each merged entry ``<file>/<repr of the entry>`` (``KubeConfigMerger._merge``),
+    so ``Expected key server in <file>/{'name': 'c', ...}/cluster`` would print every value of it.
+    """
+    line = (message.splitlines() or ["ConfigException"])[0]
+    quoted = line.find("{")
+    return line if quoted < 0 else line[:quoted].rstrip("/ ") + " (the entry is not shown)"
+
+
 def load_client(active: Active, kubeconfig: str | None, records: list[logging.LogRecord]) -> Any:
     """The client's ``ApiClient`` for ``active``'s context; SpecError (one line) when it cannot load.
 
@@ -250,8 +278,7 @@ def load_client(active: Active, kubeconfig: str | None, records: list[logging.Lo
             client_configuration=configuration,
         )
     except ConfigException as e:
-        lines = str(e).splitlines() or [type(e).__name__]
-        raise error(active.shown, f"{entry}: {lines[0]}") from None
+        raise error(active.shown, f"{entry}: {_without_values(str(e))}") from None
     except Exception as e:  # the client's own code choking on a shape we do not check; its text may quote values
         raise error(active.shown, f"{entry}: the kubernetes client cannot load it ({type(e).__name__})") from None
     failed = records[before:]
