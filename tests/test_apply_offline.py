@@ -291,6 +291,18 @@ def test_a_refused_connection_is_one_line_at_once(tmp_path: Path) -> None:
     )
 
 
+def test_a_password_in_the_server_url_is_not_shown(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]  # nothing listens there once closed
+    result = apply(tmp_path, kubeconfig(f"https://admin:{SECRET}@127.0.0.1:{port}"), "--dry-run=server")
+    assert result.code == 1
+    # kubectl's way of showing it (red team 2, item 2)
+    assert one_line(result) == (
+        f"elastic-compile apply: error: cannot reach the API server at https://admin:***@127.0.0.1:{port}: "
+        "Connection refused"
+    )
+
+
 @pytest.mark.parametrize("value", ["soon", "-1s", "1e9"])
 def test_request_timeout_must_be_a_duration(tmp_path: Path, value: str) -> None:
     result = apply(tmp_path, kubeconfig("https://127.0.0.1:1"), f"--request-timeout={value}")

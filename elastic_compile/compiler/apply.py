@@ -38,7 +38,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from elastic_compile import targets
 from elastic_compile.compiler.pipeline import Compiled
@@ -187,6 +187,24 @@ REQUEST_TIMEOUT: Final = 60.0
 MAX_RESPONSE_BYTES: Final = 4 * 1024 * 1024
 
 
+def shown_server(url: str) -> str:
+    """The server's URL as a message shows it: a password in it as ``***``, as kubectl shows it.
+
+    A kubeconfig's ``server`` may carry credentials (``https://admin:PASSWORD@host``); every
+    line that names the server (unreachable, timed out, redirected) goes to CI logs.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        parts = None
+    if parts is None or "@" not in parts.netloc:
+        return url if "@" not in url else "the kubeconfig's server (not shown: it holds an @)"
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, has_password, _ = userinfo.partition(":")
+    shown = f"{user}:***@{host}" if has_password else f"{user}@{host}"
+    return parts._replace(netloc=shown).geturl()
+
+
 class Client:
     """The API client of the kubeconfig, and the one request apply makes.
 
@@ -216,7 +234,7 @@ class Client:
             raise
         self.api.user_agent = USER_AGENT
         self.namespace = active.namespace or "default"
-        self.server = str(self.api.configuration.host)
+        self.server = shown_server(str(self.api.configuration.host))
         self.request_timeout = request_timeout
         read = request_timeout or None
         self._timeout = (min(CONNECT_TIMEOUT, read or CONNECT_TIMEOUT), read)
@@ -376,4 +394,4 @@ def _needs_not_yet_there(client: Client, items: Sequence[Item]) -> dict[int, str
     return out
 
 
-__all__ = ["FIELD_MANAGER", "ApplyFailed", "Item", "plan", "refusal_problems", "run", "spec_path"]
+__all__ = ["FIELD_MANAGER", "ApplyFailed", "Item", "plan", "refusal_problems", "run", "shown_server", "spec_path"]
