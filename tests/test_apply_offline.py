@@ -215,6 +215,20 @@ BAD_KUBECONFIGS = {
         ),
         "cluster c: cluster: missing or null; it must hold the server",
     ),
+    # Without a scheme the client sent the token over plain HTTP, after urllib3's two-line
+    # FutureWarning; without a server, to no host (red team 2, item 3).
+    **{
+        f"server-{name}": (
+            kubeconfig(server, cluster=cluster),
+            "cluster c: cluster.server: must be an https:// (or http://) URL with a host (the value is not shown)",
+        )
+        for name, server, cluster in [
+            ("without-scheme", f"{SECRET}.example:6443", None),
+            ("missing", "", {"insecure-skip-tls-verify": True}),
+            ("file", f"file:///{SECRET}", None),
+            ("bad-ipv6", f"https://{SECRET}@[::1", None),
+        ]
+    },
     # An OIDC user without its id-token: the client's message quoted the entry, client secret included.
     "oidc-without-id-token": (
         kubeconfig(

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -203,6 +204,13 @@ def check(kubeconfig: str | None, context: str | None) -> Active:
         raise error(
             merged["clusters"][cluster][0], f"cluster {cluster}: cluster: missing or null; it must hold the server"
         )
+    cluster_file, cluster_body = merged["clusters"][cluster]
+    if not _server_url(cluster_body.get("server")):
+        raise error(
+            cluster_file,
+            f"cluster {cluster}: cluster.server: must be an https:// (or http://) URL with a host "
+            "(the value is not shown)",
+        )
     user = ctx.get("user")
     if isinstance(user, str) and user in merged["users"] and merged["users"][user][1] is _MISSING:
         raise error(merged["users"][user][0], f"user {user}: user: missing or null (write the credentials under it)")
@@ -241,6 +249,22 @@ def quiet_client() -> Iterator[list[logging.LogRecord]]:
         for logger, propagate, handlers in saved:
             logger.propagate = propagate
             logger.handlers = handlers
+
+
+def _server_url(server: Any) -> bool:
+    """Whether ``server`` is an http(s) URL with a host.
+
+    The client passes anything else to urllib3 as it is: ``127.0.0.1:6443`` goes out as plain
+    HTTP with the credentials (client-go would use https with a CA or certificate configured),
+    and urllib3 prints a FutureWarning of two lines; a missing one becomes a request to no host.
+    """
+    if not isinstance(server, str):
+        return False
+    try:
+        parts = urlsplit(server)
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an invalid port or IPv6 literal
+        return False
 
 
 def _without_values(message: str) -> str:
