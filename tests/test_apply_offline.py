@@ -229,6 +229,9 @@ BAD_KUBECONFIGS = {
             ("bad-ipv6", f"https://{SECRET}@[::1", None),
         ]
     },
+    # Python's own limits under PyYAML: internal errors, exit 3 (red team 2, item 4).
+    "long-integer": ("a: " + "9" * 5000 + "\n", "not a kubeconfig: a number longer than Python reads (4300 digits)"),
+    "deep-nesting": ("a: " + "[" * 5000 + "]" * 5000 + "\n", "not a kubeconfig: nested too deeply to read"),
     # An OIDC user without its id-token: the client's message quoted the entry, client secret included.
     "oidc-without-id-token": (
         kubeconfig(

@@ -103,6 +103,12 @@ def _read(path: str) -> Any:
         raise error(path, f"not valid YAML{at}: {e.problem or e.context}") from None
     except yaml.YAMLError as e:  # bytes that are not UTF-8 (a ReaderError): its first line names no content
         raise error(path, f"not valid YAML: {str(e).splitlines()[0]}") from None
+    # What PyYAML's constructor lets through from Python itself: int() past its 4,300 digits,
+    # and the recursion of thousands of nested brackets.
+    except ValueError:
+        raise error(path, "not a kubeconfig: a number longer than Python reads (4300 digits)") from None
+    except RecursionError:
+        raise error(path, "not a kubeconfig: nested too deeply to read") from None
 
 
 def _entry_problem(kind: str, body: Any) -> str | None:
