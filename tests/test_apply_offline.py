@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -296,6 +297,50 @@ def test_a_server_that_never_answers_is_given_up_after_the_request_timeout(
         f"elastic-compile apply: error: the API server at {server} did not answer within 1s (--request-timeout)"
     )
     assert len(silent.accepted) == 1  # not retried
+
+
+class Drip:
+    """``http.server`` on 127.0.0.1 that answers 200 and then sends its body one byte at a time, for minutes."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_PATCH(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                # Each byte well within the per-read timeout; the whole far beyond the request's.
+                for _ in range(600):
+                    try:
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                    except OSError:
+                        return  # the client gave up
+                    time.sleep(0.2)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_server_that_drips_its_answer_is_given_up_after_the_request_timeout(tmp_path: Path) -> None:
+    # urllib3's timeouts bound each read: a byte every 0.2 s held apply for the whole 120 s (red team 2, item 5).
+    drip = Drip()
+    try:
+        result = apply(tmp_path, kubeconfig(drip.url), "-n", "ml", "--dry-run=server", "--request-timeout", "2")
+    finally:
+        drip.close()
+    assert result.code == 1
+    assert one_line(result) == (
+        f"elastic-compile apply: error: the API server at {drip.url} did not answer within 2s (--request-timeout)"
+    )
 
 
 def test_a_refused_connection_is_one_line_at_once(tmp_path: Path) -> None:

@@ -33,9 +33,12 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote, urlsplit
@@ -205,6 +208,35 @@ def shown_server(url: str) -> str:
     return parts._replace(netloc=shown).geturl()
 
 
+class _DeadlinePassed(Exception):
+    """Raised in the request by :func:`_deadline`'s alarm; urllib3 catches none of its base classes."""
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` (0: never) with :class:`_DeadlinePassed`.
+
+    urllib3's timeouts bound each read of the socket, so a server that sends a byte a second
+    (headers or body) would hold the request forever; kubectl's ``--request-timeout`` bounds the
+    whole exchange, and so does this. A timer signal reaches only the main thread, where the
+    command runs; elsewhere (a caller's thread) the per-read timeouts alone hold.
+    """
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise _DeadlinePassed
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 class Client:
     """The API client of the kubeconfig, and the one request apply makes.
 
@@ -265,9 +297,14 @@ class Client:
         )
         start = time.monotonic()
         try:
-            resp = self.api.call_api(method_, url, header_params=headers, body=payload, _request_timeout=self._timeout)
-            # The urllib3 response, not yet read (the client asks for it unloaded): read up to the bound only.
-            raw = resp.response.read(MAX_RESPONSE_BYTES + 1) or b"{}"
+            with _deadline(self.request_timeout):
+                resp = self.api.call_api(
+                    method_, url, header_params=headers, body=payload, _request_timeout=self._timeout
+                )
+                # The urllib3 response, not yet read (the client asks for it unloaded): read up to the bound only.
+                raw = resp.response.read(MAX_RESPONSE_BYTES + 1) or b"{}"
+        except _DeadlinePassed:
+            raise ApplyFailed(self._too_slow()) from None
         except urllib3.exceptions.HTTPError as e:
             raise ApplyFailed(self._unreachable(e, time.monotonic() - start)) from e
         if 300 <= resp.status < 400:
@@ -283,6 +320,9 @@ class Client:
             data = {"message": raw.decode("utf-8", "replace")[:500]}
         return resp.status, data, resp.headers
 
+    def _too_slow(self) -> str:
+        return f"the API server at {self.server} did not answer within {self.request_timeout:g}s (--request-timeout)"
+
     def _unreachable(self, e: Exception, waited: float) -> str:
         """One line for a request that got no answer: a timeout, a refused connection, TLS."""
         import urllib3
@@ -297,7 +337,7 @@ class Client:
             # waited tells it from a silent answer: the read's budget is never shorter than connect's.
             if read is None or waited < read:
                 return f"cannot reach the API server at {self.server}: no connection within {connect:g}s"
-            return f"the API server at {self.server} did not answer within {read:g}s (--request-timeout)"
+            return self._too_slow()
         cause = reason.__cause__ or reason.__context__
         if isinstance(reason, urllib3.exceptions.NewConnectionError) and isinstance(cause, OSError) and cause.strerror:
             detail = cause.strerror
