@@ -68,3 +68,20 @@ def test_a_copy_with_nothing_beside_it_tests_alone(tmp_path: Path) -> None:
     assert probe.stdout.startswith(str(clone))
     skipped = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
     assert skipped and all("ELASTIC_COMPILE_CRDS is not set" in line for line in skipped), skipped
+
+
+def test_no_tracked_kubeconfig_holds_credentials() -> None:
+    """A kubeconfig with a token, key or password is a reproduction's leftover, not part of the product.
+
+    ``silent.kubeconfig`` (``token: SECRET``) sat at the root of the repository, referenced by
+    nothing, after a red team's reproduction (red team 2, item 7). Tests write theirs in tmp_path.
+    """
+    credentials = ("token:", "client-key-data:", "password:")
+    offenders = []
+    for path in _tracked():
+        if not path.is_file() or path.suffix not in ("", ".kubeconfig", ".yaml", ".yml", ".kc"):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if "kind: Config" in text and "clusters:" in text and any(c in text for c in credentials):
+            offenders.append(str(path.relative_to(ROOT)))
+    assert offenders == []
