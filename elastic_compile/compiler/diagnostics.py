@@ -55,7 +55,7 @@ def wanted(argv: Sequence[str]) -> str:
 
 def _message(problem: Problem) -> str:
     """The problem's words without what the JSON object carries in fields of its own."""
-    text = problem.message
+    text = problem.shown_message
     for prefix in (f"{problem.severity} {problem.code}: ", f"{problem.code} "):
         if problem.code and text.startswith(prefix):
             text = text[len(prefix) :]
@@ -105,7 +105,7 @@ def record(problem: Problem) -> dict[str, object]:
         "file": normal_path(problem.file) if located else None,
         "line": problem.line if located else None,
         "column": problem.col if located else None,
-        "field": None if usage or not located or problem.path == "status" else problem.path,
+        "field": None if usage or not located or problem.path == "status" else problem.shown_path,
         "message": _message(problem),
     }
 
@@ -129,7 +129,7 @@ def github_line(problem: Problem) -> str:
         properties += [f"file={_escape_property(str(record_['file']))}", f"line={problem.line}", f"col={problem.col}"]
     if record_["code"] is not None:
         properties.append(f"title={_escape_property(str(record_['code']))}")
-    words = _message(problem) if record_["field"] is None else f"{problem.path}: {_message(problem)}"
+    words = _message(problem) if record_["field"] is None else f"{problem.shown_path}: {_message(problem)}"
     head = f"::{command} {','.join(properties)}" if properties else f"::{command}"
     return printable(f"{head}::{_escape_data(words)}")
 
@@ -138,7 +138,7 @@ def text_line(problem: Problem) -> str:
     """The located line people read; one of no file as ``elastic-compile: error: ...``."""
     if problem.file == USAGE_FILE and problem.line == 0:
         label = "" if problem.path == "status" else f"{problem.severity}: "
-        return printable(f"elastic-compile: {label}{problem.message}")
+        return printable(f"elastic-compile: {label}{problem.shown_message}")
     return str(problem)
 
 

@@ -79,8 +79,19 @@ class Problem(NamedTuple):
     def __str__(self) -> str:
         suffix = f" (given: {show_given(self.given)})" if self.given is not None else ""
         # The path and message quote user keys (an annotation name, an unknown field), which
-        # may hold bidi or control characters: escaped here, so every caller prints a safe line.
-        return printable(f"{self.file}:{self.line}:{self.col}: {self.path}: {self.message}{suffix}")
+        # may hold bidi or control characters, or be a pasted secret: escaped and hidden here,
+        # so every caller prints a safe line.
+        return printable(f"{self.file}:{self.line}:{self.col}: {self.shown_path}: {self.shown_message}{suffix}")
+
+    @property
+    def shown_path(self) -> str:
+        """The field path as printed: a key shaped like a secret shows what it looks like, never itself."""
+        return secrets.redact(self.path)
+
+    @property
+    def shown_message(self) -> str:
+        """The message as printed, a key it quotes hidden as in :attr:`shown_path`."""
+        return secrets.redact(self.message)
 
 
 class SpecError(Exception):

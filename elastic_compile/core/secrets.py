@@ -105,6 +105,17 @@ def _json_fields(node: Any) -> Iterator[tuple[str, str]]:
             yield from _json_fields(item)
 
 
+def redact(text: str) -> str:
+    """``text`` with each run shaped like a secret replaced by what it looks like (``<a GitHub token, not shown>``).
+
+    For what a message quotes besides its ``(given: X)``: a field path holds the keys the user
+    wrote, and a key can be a pasted token (``resources.requests.ghp_...: unknown resource``).
+    """
+    for kind, pattern in _SECRET_SHAPES:
+        text = pattern.sub(f"<{kind}, not shown>", text)
+    return text
+
+
 #: What :func:`secret_kind` says of a random-looking value next to a secret-like name.
 NEXT_TO_NAME = "a secret next to a secret-like name"
 
@@ -120,4 +131,12 @@ def secret_kind(text: str, name: str | None = None) -> str | None:
     return kind
 
 
-__all__ = ["MIN_SECRET_CHARS", "MIN_SECRET_ENTROPY", "NEXT_TO_NAME", "secret_kind", "secret_like", "secret_shape"]
+__all__ = [
+    "MIN_SECRET_CHARS",
+    "MIN_SECRET_ENTROPY",
+    "NEXT_TO_NAME",
+    "redact",
+    "secret_kind",
+    "secret_like",
+    "secret_shape",
+]

@@ -222,3 +222,15 @@ def test_every_secret_shape_starts_where_a_search_tries_each_position_once() -> 
 
     for kind, pattern in lint._SECRET_SHAPES:
         assert fixed_start(list(parser.parse(pattern.pattern))), kind
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "github"])
+def test_a_key_shaped_like_a_secret_is_not_shown_in_the_field_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    """Red team 2, item 6: ``(given: ...)`` hid a pasted token, the field path printed it."""
+    text = BASE + f"resources:\n  requests: {{cpu: 1, {_TOKEN}: 1}}\n{_TOKEN}: 1\nenv:\n  {_TOKEN}\\u200b: x\n"
+    status, err = _lint(tmp_path, capsys, text.replace("\\u200b", "\u200b"), "--message-format", fmt)
+    assert status == 2
+    assert err.count("<a GitHub token, not shown>") >= 6, err  # each path and each given
+    assert _TOKEN[4:14] not in err, err
