@@ -432,6 +432,18 @@ def test_check_file_refuses_links_and_special_files(tree: Path, capsys: pytest.C
     assert code == 2 and "fifo.yaml: a special file" in err
 
 
+@pytest.mark.parametrize("directory", [".", "./", "sub/..", "deploy"])
+def test_check_file_that_is_a_directory_is_refused(
+    tree: Path, capsys: pytest.CaptureFixture[str], directory: str
+) -> None:
+    """``--check .`` was "stale: a write would create it" (exit 1): the empty name read as absent (red team 2)."""
+    (tree / "sub").mkdir()
+    (tree / "deploy").mkdir()
+    code, out, err = run(capsys, "train.yaml", "--check", directory)
+    assert (code, out) == (2, "")
+    assert err == f"elastic-compile: error: {Path(directory)}: a directory, not a file elastic-compile wrote\n"
+
+
 def test_a_link_swapped_after_the_check_is_caught(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

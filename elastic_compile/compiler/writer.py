@@ -521,6 +521,10 @@ def _text(data: bytes | None) -> str | None:
 def diff_file(path: Path, text: str, *, boundary: safefs.Boundary) -> Drift:
     """Unified diff from the file ``path`` on disk to ``text`` (empty when identical)."""
     shown = str(path)
+    if not path.name:
+        # "." (or "/"): a directory with no name within its parent, which the read below would
+        # take for a file that does not exist, and so for one a write would create.
+        raise WriteError(f"{shown}: a directory, not a file elastic-compile wrote")
     try:
         with reach(path.parent, boundary).directory(path.parent, str(path.parent) or ".") as parent:
             old = None if parent is None else safefs.read_regular(parent, path.name, shown)
