@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -341,6 +342,70 @@ def test_a_server_that_drips_its_answer_is_given_up_after_the_request_timeout(tm
     assert one_line(result) == (
         f"elastic-compile apply: error: the API server at {drip.url} did not answer within 2s (--request-timeout)"
     )
+
+
+def _self_signed() -> tuple[str, str]:
+    """A certificate and its private key, PEM, base64 as a kubeconfig's ``*-data`` holds them."""
+    pytest.importorskip("cryptography", reason="the kubernetes client's google-auth brings it")
+    import base64
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "x")])
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .sign(key, hashes.SHA256())
+    )
+    pem_cert = cert.public_bytes(serialization.Encoding.PEM)
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return base64.b64encode(pem_cert).decode(), base64.b64encode(pem_key).decode()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_client_key_written_for_the_client_is_removed_when_apply_is_terminated(
+    tmp_path: Path, silent: Silent, signum: int
+) -> None:
+    """The client writes ``client-key-data`` to a file in TMPDIR and removes it only at exit: SIGTERM
+    (a cancelled CI job) skipped that, and the private key stayed (red team 2, item 16)."""
+    cert, key = _self_signed()
+    server = f"https://127.0.0.1:{silent.port}"  # accepts, never completes the TLS handshake
+    config = kubeconfig(
+        server,
+        cluster={"server": server, "certificate-authority-data": cert},
+        user={"client-certificate-data": cert, "client-key-data": key},
+    )
+    (tmp_path / "config").write_text(config)
+    tmp, home = tmp_path / "tmp", tmp_path / "home"
+    tmp.mkdir()
+    home.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "HOME": str(home)}
+    env.pop("KUBECONFIG", None)
+    command = [CLI, "apply", str(CPU_DDP), "--kubeconfig", str(tmp_path / "config"), "--dry-run=server"]
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+        for _ in range(400):  # the client wrote its files; the request waits on the handshake (10 s)
+            if len(list(tmp.iterdir())) >= 2 or child.poll() is not None:
+                break
+            time.sleep(0.025)
+        written = sorted(p.read_bytes()[:27] for p in tmp.iterdir())
+        child.send_signal(signum)
+        child.communicate(timeout=60)
+    assert written == [b"-----BEGIN CERTIFICATE-----", b"-----BEGIN PRIVATE KEY-----"]
+    assert sorted(tmp.iterdir()) == [] and sorted(home.iterdir()) == []
+    assert child.returncode == 128 + signum
 
 
 def test_a_refused_connection_is_one_line_at_once(tmp_path: Path) -> None:

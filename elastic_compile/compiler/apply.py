@@ -365,18 +365,46 @@ def run(
     from elastic_compile.compiler.diagnostics import Reporter
 
     out = reporter if reporter is not None else Reporter()
-    client = Client(kubeconfig, context, request_timeout)
+    with _signals_end_by_exit():
+        client = Client(kubeconfig, context, request_timeout)
+        try:
+            items = plan(compiled, namespace, client.namespace)
+            return _run(
+                client, items, out, dry_run=dry_run, field_manager=field_manager, force_conflicts=force_conflicts
+            )
+        except ApplyFailed as e:
+            if out.format == "text":
+                print(f"elastic-compile apply: error: {e}", file=sys.stderr)
+            else:
+                out.error(f"apply: {e}")
+            return EXIT_REFUSED
+        finally:
+            client.close()
+
+
+@contextmanager
+def _signals_end_by_exit() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the command as ``SystemExit(128 + signal)``, through ``finally`` and ``atexit``.
+
+    The client writes the kubeconfig's ``*-data`` (a client's private key) to temporary files
+    while it loads it, and removes them only in an ``atexit`` handler, which the default action
+    of SIGTERM (a CI job cancelled, ``timeout``) skips: the key stayed in ``$TMPDIR``. Only the
+    main thread receives signals; from another thread (a Python caller's) nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def end(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    wanted = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    previous = {signum: signal.signal(signum, end) for signum in wanted}
     try:
-        items = plan(compiled, namespace, client.namespace)
-        return _run(client, items, out, dry_run=dry_run, field_manager=field_manager, force_conflicts=force_conflicts)
-    except ApplyFailed as e:
-        if out.format == "text":
-            print(f"elastic-compile apply: error: {e}", file=sys.stderr)
-        else:
-            out.error(f"apply: {e}")
-        return EXIT_REFUSED
+        yield
     finally:
-        client.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _run(
