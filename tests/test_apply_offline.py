@@ -234,6 +234,12 @@ BAD_KUBECONFIGS = {
     # Python's own limits under PyYAML: internal errors, exit 3 (red team 2, item 4).
     "long-integer": ("a: " + "9" * 5000 + "\n", "not a kubeconfig: a number longer than Python reads (4300 digits)"),
     "deep-nesting": ("a: " + "[" * 5000 + "]" * 5000 + "\n", "not a kubeconfig: nested too deeply to read"),
+    # Ten million values from 500 bytes: the client's messages repr the entry, aliases expanded (red team 2, item 18).
+    "alias-bomb": (
+        "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}' if i else 'x'] * 10)}]\n" for i in range(7))
+        + kubeconfig("https://127.0.0.1:1").replace("  name: c\n", "  name: c\n  extra: *l6\n"),
+        "not a kubeconfig: its aliases expand it by more than 100000 values",
+    ),
     # An OIDC user without its id-token: the client's message quoted the entry, client secret included.
     "oidc-without-id-token": (
         kubeconfig(

@@ -32,6 +32,9 @@ from elastic_compile.core.errors import Problem, SpecError, printable
 
 #: A kubeconfig larger than this is not one (a few hundred clusters with their CAs fit in 1 MiB).
 MAX_BYTES: Final = 4 * 1024 * 1024
+#: The most values aliases may add to a kubeconfig. The client's messages print its entries with
+#: ``repr``, aliases expanded: 700 bytes of nested aliases took 28 s and 1 GiB before it sent anything.
+MAX_ALIAS_GROWTH: Final = 100_000
 #: The client's separator of the files in ``$KUBECONFIG`` (``kubernetes.config.kube_config``).
 PATH_SEPARATOR: Final = ";" if os.name == "nt" else ":"
 DEFAULT: Final = "~/.kube/config"
@@ -96,6 +99,8 @@ def _read(path: str) -> Any:
     if len(raw) > MAX_BYTES:
         raise error(path, f"larger than {MAX_BYTES} bytes; not a kubeconfig")
     try:
+        if _alias_growth(yaml.compose(raw, Loader=yaml.SafeLoader)) > MAX_ALIAS_GROWTH:
+            raise error(path, f"not a kubeconfig: its aliases expand it by more than {MAX_ALIAS_GROWTH} values")
         return yaml.safe_load(raw)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
@@ -109,6 +114,34 @@ def _read(path: str) -> Any:
         raise error(path, "not a kubeconfig: a number longer than Python reads (4300 digits)") from None
     except RecursionError:
         raise error(path, "not a kubeconfig: nested too deeply to read") from None
+
+
+def _alias_growth(root: yaml.Node | None) -> int:
+    """How many values aliases add to the document: its size with every alias expanded, less its nodes.
+
+    Counted on the composed nodes, each once (shared and recursive ones too), so a "billion
+    laughs" of a few hundred bytes costs what its text does.
+    """
+    if root is None:
+        return 0
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if isinstance(node, yaml.ScalarNode):
+            sizes[id(node)] = 1
+            continue
+        children = node.value if isinstance(node, yaml.SequenceNode) else [n for pair in node.value for n in pair]
+        if children_done:
+            # A child still at 0 is an ancestor: a recursive alias, which adds nothing more.
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+            continue
+        if id(node) in sizes:
+            continue
+        sizes[id(node)] = 0
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes)
+    return sizes[id(root)] - len(sizes)
 
 
 def _entry_problem(kind: str, body: Any) -> str | None:
