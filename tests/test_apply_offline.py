@@ -233,7 +233,9 @@ BAD_KUBECONFIGS = {
     },
     # Python's own limits under PyYAML: internal errors, exit 3 (red team 2, item 4).
     "long-integer": ("a: " + "9" * 5000 + "\n", "not a kubeconfig: a number longer than Python reads (4300 digits)"),
-    "deep-nesting": ("a: " + "[" * 5000 + "]" * 5000 + "\n", "not a kubeconfig: nested too deeply to read"),
+    "deep-nesting": ("a: " + "[" * 5000 + "]" * 5000 + "\n", "not a kubeconfig: nested deeper than 64 levels"),
+    # 1.9 million numbers in 3.8 MB (under the 4 MiB bound) ran for more than 300 s (red team 2, item 18).
+    "dense": ("a: [" + "1," * 60_000 + "]\n", "not a kubeconfig: more than 50000 values"),
     # Ten million values from 500 bytes: the client's messages repr the entry, aliases expanded (red team 2, item 18).
     "alias-bomb": (
         "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}' if i else 'x'] * 10)}]\n" for i in range(7))

@@ -35,6 +35,11 @@ MAX_BYTES: Final = 4 * 1024 * 1024
 #: The most values aliases may add to a kubeconfig. The client's messages print its entries with
 #: ``repr``, aliases expanded: 700 bytes of nested aliases took 28 s and 1 GiB before it sent anything.
 MAX_ALIAS_GROWTH: Final = 100_000
+#: The most YAML events (values, collections, aliases) a kubeconfig may hold: a context with its
+#: cluster and user is about 25, so this is 2,000 of them; the pure-Python parser reads it in about 3 s.
+MAX_EVENTS: Final = 50_000
+#: The deepest nesting of a kubeconfig (its own is 5 levels).
+MAX_DEPTH: Final = 64
 #: The client's separator of the files in ``$KUBECONFIG`` (``kubernetes.config.kube_config``).
 PATH_SEPARATOR: Final = ";" if os.name == "nt" else ":"
 DEFAULT: Final = "~/.kube/config"
@@ -99,8 +104,9 @@ def _read(path: str) -> Any:
     if len(raw) > MAX_BYTES:
         raise error(path, f"larger than {MAX_BYTES} bytes; not a kubeconfig")
     try:
-        if _alias_growth(yaml.compose(raw, Loader=yaml.SafeLoader)) > MAX_ALIAS_GROWTH:
-            raise error(path, f"not a kubeconfig: its aliases expand it by more than {MAX_ALIAS_GROWTH} values")
+        too_costly = _bounded(raw)
+        if too_costly is not None:
+            raise error(path, f"not a kubeconfig: {too_costly}")
         return yaml.safe_load(raw)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
@@ -116,32 +122,44 @@ def _read(path: str) -> Any:
         raise error(path, "not a kubeconfig: nested too deeply to read") from None
 
 
-def _alias_growth(root: yaml.Node | None) -> int:
-    """How many values aliases add to the document: its size with every alias expanded, less its nodes.
+def _bounded(raw: bytes) -> str | None:
+    """Why ``raw`` is too costly to load (too many values, or aliases that add too many), or None.
 
-    Counted on the composed nodes, each once (shared and recursive ones too), so a "billion
-    laughs" of a few hundred bytes costs what its text does.
+    One pass over PyYAML's events, stopped at the bound: the client loads with the pure-Python
+    loader, so a 3.8 MB list of 1.9 million numbers ran for more than 300 s and 1.4 GiB; and it
+    prints entries with ``repr``, aliases expanded. Each alias adds the size of its anchor's node.
     """
-    if root is None:
-        return 0
-    sizes: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if isinstance(node, yaml.ScalarNode):
-            sizes[id(node)] = 1
-            continue
-        children = node.value if isinstance(node, yaml.SequenceNode) else [n for pair in node.value for n in pair]
-        if children_done:
-            # A child still at 0 is an ancestor: a recursive alias, which adds nothing more.
-            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
-            continue
-        if id(node) in sizes:
-            continue
-        sizes[id(node)] = 0
-        stack.append((node, True))
-        stack.extend((child, False) for child in children if id(child) not in sizes)
-    return sizes[id(root)] - len(sizes)
+    sizes: dict[str, int] = {}  # anchor -> values in its node, aliases expanded
+    open_: list[list[Any]] = [[0, None]]  # [values so far, anchor] of each open collection
+    nodes = expanded = 0  # the document's values as written, and with every alias expanded
+    for events, event in enumerate(yaml.parse(raw, Loader=yaml.SafeLoader), start=1):
+        if events > MAX_EVENTS:
+            return f"more than {MAX_EVENTS} values"
+        if len(open_) > MAX_DEPTH:
+            # PyYAML's scanner checks every open flow level at each token: 5,000 '[' took 15 s.
+            return f"nested deeper than {MAX_DEPTH} levels"
+        if isinstance(event, yaml.AliasEvent):
+            size = sizes.get(event.anchor or "", 0)  # a recursive alias (its node still open) adds nothing more
+            open_[-1][0] += size
+            expanded += size
+            if expanded - nodes > MAX_ALIAS_GROWTH:
+                return f"its aliases expand it by more than {MAX_ALIAS_GROWTH} values"
+        elif isinstance(event, yaml.ScalarEvent):
+            open_[-1][0] += 1
+            nodes += 1
+            expanded += 1
+            if event.anchor is not None:
+                sizes[event.anchor] = 1
+        elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            open_.append([1, event.anchor])
+            nodes += 1
+            expanded += 1
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            size, anchor = open_.pop()
+            if anchor is not None:
+                sizes[anchor] = size
+            open_[-1][0] += size
+    return None
 
 
 def _entry_problem(kind: str, body: Any) -> str | None:
