@@ -532,10 +532,11 @@ def _doctor(argv: Sequence[str]) -> int:
             found = True
             reporter.problem(problem, stream=sys.stdout)  # printed escaped: names and values come from the manifest
         if not report.jobs:
+            shown = "<stdin>" if path == "-" else path  # as the findings in it are located
             if ns.message_format == "text":
-                print(printable(f"elastic-compile doctor: {path}: no {doctor.kinds()} to check"), file=sys.stderr)
+                print(printable(f"elastic-compile doctor: {shown}: no {doctor.kinds()} to check"), file=sys.stderr)
             else:
-                reporter.note(f"doctor: {path}: no {doctor.kinds()} to check")
+                reporter.note(f"doctor: {shown}: no {doctor.kinds()} to check")
     if unreadable:
         raise SpecError(unreadable)
     return EXIT_DRIFT if found else EXIT_OK

@@ -504,3 +504,12 @@ def test_a_spec_is_not_a_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[
         f"spec (elastic-compile {spec}), or check what it compiles to (elastic-compile {spec} | elastic-compile "
         "doctor -)\n"
     )
+
+
+def test_empty_standard_input_is_named_as_its_findings_name_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Findings in standard input say ``<stdin>:15:17:``; the note for none said ``-`` (red team 2, item 15)."""
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    assert main(["doctor", "-"]) == 0
+    assert capsys.readouterr().err == "elastic-compile doctor: <stdin>: no PyTorchJob or TrainJob to check\n"
