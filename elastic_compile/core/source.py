@@ -36,9 +36,29 @@ def refused(path: str | Path, boundary: Path | None = None) -> Problem | None:
     if str(path) == "-":
         return None
     root = Path(os.path.realpath(boundary if boundary is not None else safefs.work_tree()))
-    if safefs.inside(Path(os.path.abspath(path)), root) and not safefs.inside(Path(os.path.realpath(path)), root):
-        return Problem(str(path), 1, 1, "spec", leads_out(root))
+    written = Path(os.path.abspath(path))
+    if not safefs.inside(written, root):
+        return None  # outside the boundary as written: the command's own choice
+    tree = Path(os.path.realpath(_checkout(written, root)))
+    if not safefs.inside(Path(os.path.realpath(path)), tree):
+        return Problem(str(path), 1, 1, "spec", leads_out(tree))
     return None
+
+
+def _checkout(written: Path, root: Path) -> Path:
+    """The git working tree below ``root`` that holds ``written`` (the path as written), else ``root``.
+
+    A command run from a directory that is no git working tree (a CI workspace, a home
+    directory) has that directory as its boundary; a checkout below it is still the tree the
+    file belongs to, so a link in it may not lead to a file beside the checkout
+    (``checkout/leak.yaml`` -> ``../.git-credentials``).
+    """
+    for candidate in written.parents:
+        if candidate == root or not safefs.inside(candidate, root):
+            break
+        if os.path.lexists(candidate / ".git"):
+            return candidate
+    return root
 
 
 def read_input(path: str | Path, max_bytes: int = MAX_BYTES, boundary: Path | None = None) -> tuple[bytes, str]:

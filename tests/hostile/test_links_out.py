@@ -73,3 +73,23 @@ def test_links_that_stay_inside_and_paths_outside_as_written_are_read(
     assert main(["run", "inside.yaml", "--dry-run"]) == 0
     assert main(["run", str(repo.parent / "secret" / "creds.yaml"), "--dry-run"]) == 2  # read, and judged
     assert "unknown field" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("named", ["repo/leak.yaml", "repo/teams", "repo/teams/x.elastic.yaml"])
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_from_outside_any_git_tree_a_checkout_still_holds_its_links(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, named: str
+) -> None:
+    """Red team 2, item 14: run from a directory that is no git working tree (a CI workspace, a home
+    directory), the boundary is that directory, yet a link in a checkout below it may not lead beside it."""
+    workspace = repo.parent
+    assert not any(os.path.lexists(p / ".git") for p in (workspace, *workspace.parents))
+    monkeypatch.chdir(workspace)
+    argv = ["run", named, "--dry-run"] if command == "run" else [*COMMANDS[command], named]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert SECRET not in captured.out + captured.err
+    assert captured.err.splitlines() == [f"{named}:1:1: spec: a symbolic link that leads outside repo; not followed"]
+    if command == "compile":  # a file beside the checkout, named as itself, is the command's to read
+        assert main(["secret/creds.yaml"]) == 2
+        assert "unknown field" in capsys.readouterr().err
