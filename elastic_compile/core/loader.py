@@ -57,6 +57,10 @@ MAX_EXPANDED_CHARS = 8 * 1024 * 1024
 # bombs would multiply the bounds of one document by its number of documents.
 MAX_STREAM_VALUES = 100_000
 MAX_STREAM_EXPANDED_CHARS = 2 * MAX_EXPANDED_CHARS
+# Documents in one stream (empty ones too): within the 1 MiB a stream may hold, a real object
+# takes a hundred bytes at least; 100,000 empty mappings otherwise cost about 3 s of CPU to reach
+# the value bound, each document being composed and built in Python.
+MAX_STREAM_DOCUMENTS = 10_000
 # An integer's characters, at most: Python refuses int() of more than 4300 digits, and no
 # spec value needs 100. Every reader (the builder, libyaml's events, JSON) holds to it.
 _MAX_NUMBER_CHARS = 100
@@ -919,8 +923,8 @@ def load_stream(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_
 
     For manifests from elsewhere (a ``kubectl kustomize`` output given to ``run``,
     ``import`` or ``doctor``): the alias, depth and tag limits hold for each document, the
-    stream's size and its total values and characters (:data:`MAX_STREAM_VALUES`,
-    :data:`MAX_STREAM_EXPANDED_CHARS`) for the whole stream; every problem is located.
+    stream's size, its documents and its total values and characters (:data:`MAX_STREAM_DOCUMENTS`,
+    :data:`MAX_STREAM_VALUES`, :data:`MAX_STREAM_EXPANDED_CHARS`) for the whole stream; every problem is located.
     Empty documents are skipped.
     """
     text = _decoded(raw, file, max_bytes, "yaml")
@@ -929,7 +933,11 @@ def load_stream(raw: bytes | str, file: str, *, max_bytes: int = MAX_BYTES, max_
         # One for the stream: each document is bounded alone, the stream by its total.
         builder = _Builder(file, max_depth=composer.unchecked_depth)
         docs = []
+        count = 0
         while composer.check_node():
+            count += 1
+            if count > MAX_STREAM_DOCUMENTS:
+                raise _LoadLimit(f"the stream holds more than {MAX_STREAM_DOCUMENTS} documents", composer.peek_event())
             node = composer.get_node()
             if node is not None:
                 builder.start_document()

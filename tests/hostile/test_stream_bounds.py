@@ -17,7 +17,14 @@ from elastic_compile.compiler.cli import main
 from elastic_compile.compiler.pipeline import compile_path
 from elastic_compile.core.emit import to_yaml
 from elastic_compile.core.errors import SpecError
-from elastic_compile.core.loader import MAX_STREAM_EXPANDED_CHARS, MAX_STREAM_VALUES, MAX_VALUES, load_stream
+from elastic_compile.core.loader import (
+    MAX_STREAM_DOCUMENTS,
+    MAX_STREAM_EXPANDED_CHARS,
+    MAX_STREAM_VALUES,
+    MAX_VALUES,
+    load_stream,
+    pure_python,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,3 +82,28 @@ def test_characters_are_bounded_per_stream_too() -> None:
     load_stream(doc, "one.yaml")
     with pytest.raises(SpecError, match=f"the stream expands to more than {MAX_STREAM_EXPANDED_CHARS} characters"):
         load_stream("---\n".join([doc] * 5), "five.yaml")
+
+
+@pytest.mark.parametrize("document", ["{}\n", "\n", "a: 1\n"], ids=["empty-mapping", "empty", "one-key"])
+def test_documents_are_counted_before_they_are_composed(document: str) -> None:
+    """Red team 2, item 8: 149,000 empty mappings (894 KB) took seconds of CPU to reach the value bound.
+
+    The stream's documents are counted as they start, so the 10,001st stops the read, located
+    where it starts, by libyaml's events and by PyYAML's parser alike.
+    """
+    start = "--- " if document == "{}\n" else "---\n"
+    text = "".join(start + document for _ in range(MAX_STREAM_DOCUMENTS + 5))
+    messages = []
+    for pure in (False, True):
+        with pytest.raises(SpecError) as e:
+            if pure:
+                with pure_python():
+                    load_stream(text, "many.yaml")
+            else:
+                load_stream(text, "many.yaml")
+        messages.append([str(p) for p in e.value.problems])
+    assert messages[0] == messages[1]
+    (message,) = messages[0]
+    assert message.endswith(f"yaml: the stream holds more than {MAX_STREAM_DOCUMENTS} documents"), message
+    within = "---\n".join(["a: 1\n"] * MAX_STREAM_DOCUMENTS)
+    assert len(load_stream(within, "within.yaml")) == MAX_STREAM_DOCUMENTS
